@@ -1,0 +1,79 @@
+"""The ``model.invoke`` activity: one chat-model request per activity attempt.
+
+Temporal owns retries: the activity makes exactly one provider request, and failures leave as
+``ApplicationError`` whose ``non_retryable`` / ``next_retry_delay`` tell the retry policy what to do.
+The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from langchain_core.language_models import LanguageModelInput
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.llm_errors import to_application_error
+from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
+from activities.models.scripted import ScriptError, ScriptExhaustedError
+from workflows.contracts import MODEL_INVOKE, ModelCallInput
+
+__all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
+
+MAX_HEARTBEAT_INTERVAL = 5.0
+"""Seconds between heartbeats while waiting on the provider (less when the heartbeat timeout is short)."""
+
+_T = TypeVar("_T")
+
+
+def _heartbeat_interval(info: activity.Info) -> float:
+    if info.heartbeat_timeout is None:
+        return MAX_HEARTBEAT_INTERVAL
+    return min(MAX_HEARTBEAT_INTERVAL, info.heartbeat_timeout.total_seconds() / 3)
+
+
+async def _heartbeat_every(interval: float) -> None:
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(interval)
+
+
+async def _with_heartbeats(awaitable: Awaitable[_T], interval: float) -> _T:
+    """Await ``awaitable`` while heartbeating, so a hung request or a dead worker is noticed by the
+    heartbeat timeout instead of only by the (much longer) start-to-close timeout."""
+    beats = asyncio.create_task(_heartbeat_every(interval))
+    try:
+        return await awaitable
+    finally:
+        beats.cancel()
+        await asyncio.gather(beats, return_exceptions=True)
+
+
+class ModelActivities:
+    @activity.defn(name=MODEL_INVOKE)
+    async def invoke(self, input: ModelCallInput) -> AIMessage:
+        """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
+        info = activity.info()
+        call = CallCoordinates(purpose=input.purpose, call_index=input.call_index, attempt=info.attempt)
+        messages: list[BaseMessage] = list(input.messages)
+        if input.system_message is not None:
+            messages.insert(0, input.system_message)
+        try:
+            model = build_chat_model(input.model, call)
+            runnable: Runnable[LanguageModelInput, AIMessage] = (
+                model.bind_tools(input.tools) if input.tools else model
+            )
+            message = await _with_heartbeats(runnable.ainvoke(messages), _heartbeat_interval(info))
+        except (ScriptExhaustedError, ScriptError, InvalidModelSpecError) as exc:
+            raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
+        except Exception as exc:
+            raise to_application_error(exc) from exc
+        if message.id is None:
+            # Random is fine: the activity result is recorded in history and replayed verbatim.
+            message.id = f"run-{uuid.uuid4()}"
+        return message

@@ -1,0 +1,547 @@
+"""The ``hartflow`` command line.
+
+Exit codes (a contract): 0 completed, 3 awaiting input, 1 failed or cancelled, 2 bad input (nothing written).
+Every command takes ``--json`` for machines; without it the output is for people.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, NoReturn
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.models import validate_model_spec
+from activities.paths import InvalidIdError, validate_thread_id, validate_user_id
+from workers.config import ConfigError, HartflowConfig, load_config
+from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
+from workers.stack import Stack
+from workers.worker import build_worker, thread_store
+from workflows import search_attributes as sa
+from workflows.contracts import ThreadRef
+from workflows.messages import message_text
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_AWAITING = 0, 1, 2, 3
+
+
+class BadInput(Exception):
+    """Refused before anything was written; exit 2 with this one-line message."""
+
+
+# -- shared plumbing ----------------------------------------------------------------------------------------
+
+
+def _config(args: argparse.Namespace, **overrides: Any) -> HartflowConfig:
+    return load_config(Path(args.config) if args.config else None, overrides=overrides)
+
+
+def _thread(config: HartflowConfig, thread_id: str) -> ThreadRef:
+    try:
+        return ThreadRef(validate_user_id(config.user_id), validate_thread_id(thread_id))
+    except InvalidIdError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def _exit_code(status: str) -> int:
+    return {"completed": EXIT_OK, "awaiting_input": EXIT_AWAITING}.get(status, EXIT_FAILED)
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None]) -> None:
+    if args.json:
+        print(json.dumps(payload, ensure_ascii=False, default=str))
+    else:
+        human()
+
+
+def _view_payload(view: RunView, stack: Stack | None) -> dict[str, Any]:
+    payload = asdict(view)
+    payload["ui_url"] = stack.ui_url(view.workflow_id, view.run_id) if stack else None
+    return payload
+
+
+def _print_view(view: RunView, ui_url: str | None) -> None:
+    if view.status == "awaiting_input" and view.pending_input:
+        request = view.pending_input
+        print(f"\n{request.get('question', '')}")
+        for index, option in enumerate(request.get("options") or [], 1):
+            print(f"  {index}. {option['label']}")
+        print(f"\nThe run is waiting. Answer with: hartflow reply {view.thread_id} 'your answer'")
+    elif view.final_message:
+        print(view.final_message)
+    line = f"[{view.status}] thread {view.thread_id} · run {view.run_id} · {view.turns} turn(s)"
+    if view.stop_reason:
+        line += f" · stop reason {view.stop_reason}"
+    print(line, file=sys.stderr)
+    if ui_url:
+        print(f"Web UI: {ui_url}", file=sys.stderr)
+
+
+async def _settle(client: Client, workflow_id: str, *, progress: bool) -> RunView:
+    """Wait until the run is waiting for input or has ended (following continue-as-new), showing progress."""
+    handle = client.get_workflow_handle(workflow_id)
+    printer = asyncio.create_task(_follow(handle)) if progress else None
+    try:
+        while True:
+            try:
+                return await handle.execute_update("wait_settled", result_type=RunView)
+            except (WorkflowUpdateFailedError, RPCError):
+                description = await handle.describe()
+                if description.status == WorkflowExecutionStatus.RUNNING:
+                    continue  # continued as new between our call and its answer: ask the new run
+                return await _closed_view(handle)
+    finally:
+        if printer is not None:
+            printer.cancel()
+
+
+async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
+    description = await handle.describe()
+    try:
+        return await handle.result(result_type=RunView)
+    except WorkflowFailureError as exc:
+        status = "cancelled" if description.status == WorkflowExecutionStatus.CANCELED else "error"
+        attributes = description.typed_search_attributes
+        cause = exc.cause
+        while getattr(cause, "cause", None) is not None:
+            cause = cause.cause
+        return RunView(
+            thread_id=attributes.get(sa.THREAD_ID) or "",
+            run_id=description.run_id,
+            workflow_id=description.id,
+            status=status,
+            stop_reason=attributes.get(sa.STOP_REASON),
+            final_message=None if status == "cancelled" else f"run failed: {cause}",
+            pending_input=None,
+            turns=attributes.get(sa.TURNS) or 0,
+            model=attributes.get(sa.MODEL) or "",
+        )
+
+
+async def _follow(handle: WorkflowHandle[Any, Any]) -> None:
+    """Print progress events as the run makes them (people mode only)."""
+    offset = 0
+    while True:
+        try:
+            events = await handle.query("events", offset, result_type=list[dict[str, Any]])
+        except RPCError:
+            events = []
+        for event in events:
+            offset = event["seq"] + 1
+            line = _describe_event(event)
+            if line:
+                print(f"  · {line}", file=sys.stderr, flush=True)
+        await asyncio.sleep(0.3)
+
+
+def _describe_event(event: dict[str, Any]) -> str | None:
+    kind = event["kind"]
+    if kind == "model_call":
+        return f"turn {event.get('turn')}: calling the model"
+    if kind == "tool_call":
+        return f"tool {event.get('tool')} …"
+    if kind == "tool_result":
+        return f"tool {event.get('tool')} → {event.get('status')}"
+    if kind == "awaiting_input":
+        return "paused: waiting for an answer"
+    if kind == "resumed":
+        return "answer received, resuming"
+    if kind == "stopped":
+        return f"stopped: {event.get('reason')}"
+    return None
+
+
+async def _describe_thread(client: Client, workflow_id: str) -> Any:
+    try:
+        return await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+# -- commands -----------------------------------------------------------------------------------------------
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    overrides: dict[str, Any] = {}
+    if args.model:
+        overrides["model"] = args.model
+    if args.plan_mode:
+        overrides["run"] = {"plan_mode": True}
+    config = _config(args, **overrides)
+    message = args.message.strip()
+    if not message:
+        raise BadInput("the message is empty")
+    limit = config.run.max_message_chars
+    if len(message) > limit:
+        raise BadInput(f"the message is {len(message)} characters; the limit is {limit} (run.max_message_chars)")
+    thread = _thread(config, args.thread or f"thread-{uuid.uuid4().hex[:12]}")
+    model = _model_spec(config)
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id = workflow_id_for(thread.thread_id)
+        try:
+            handle = await stack.client.start_workflow(
+                RunWorkflow.run,
+                RunInput(
+                    thread_id=thread.thread_id,
+                    user_id=thread.user_id,
+                    message=message,
+                    model=model,
+                    settings=config.run,
+                ),
+                id=workflow_id,
+                task_queue=config.temporal.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                static_summary=f"{message.splitlines()[0][:120]} · thread {thread.thread_id}",
+                static_details=f"**Thread:** {thread.thread_id}\n\n**User:** {thread.user_id}\n\n**Model:** {model}",
+                search_attributes=TypedSearchAttributes(
+                    [
+                        SearchAttributePair(sa.THREAD_ID, thread.thread_id),
+                        SearchAttributePair(sa.USER_ID, thread.user_id),
+                        SearchAttributePair(sa.STATUS, "running"),
+                        SearchAttributePair(sa.MODEL, model),
+                        SearchAttributePair(sa.TURNS, 0),
+                    ]
+                ),
+            )
+        except WorkflowAlreadyStartedError:
+            raise BadInput(await _busy_message(stack.client, workflow_id, thread.thread_id)) from None
+        if args.detach:
+            payload = {
+                "thread_id": thread.thread_id,
+                "run_id": handle.first_execution_run_id or handle.result_run_id,
+                "workflow_id": workflow_id,
+                "status": "running",
+                "stop_reason": None,
+                "final_message": None,
+                "pending_input": None,
+                "ui_url": stack.ui_url(workflow_id),
+            }
+            _emit(args, payload, lambda: print(f"started run on thread {thread.thread_id} ({workflow_id})"))
+            if stack.embedded:
+                print("note: embedded mode — the run continues the next time a hartflow command runs", file=sys.stderr)
+            return EXIT_OK
+        view = await _settle(stack.client, workflow_id, progress=not args.json)
+        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        return _exit_code(view.status)
+
+
+def _model_spec(config: HartflowConfig) -> str:
+    if not config.model:
+        raise BadInput("no model configured: pass --model SPEC or set 'model' in hartflow.yaml")
+    spec = config.model
+    provider, _, rest = spec.partition(":")
+    if provider == "scripted" and rest:
+        # The worker may run elsewhere: hand it an absolute path.
+        spec = f"scripted:{Path(rest).expanduser().resolve()}"
+    try:
+        validate_model_spec(spec)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    return spec
+
+
+async def _busy_message(client: Client, workflow_id: str, thread_id: str) -> str:
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        view = await handle.query("status", result_type=RunView)
+        status, run_id = view.status, view.run_id
+    except RPCError:
+        description = await handle.describe()
+        status, run_id = "running", description.run_id
+    return f"thread {thread_id} is busy: run {run_id} is {status} (workflow {workflow_id})"
+
+
+async def cmd_reply(args: argparse.Namespace) -> int:
+    config = _config(args)
+    thread = _thread(config, args.thread)
+    answer = ReplyInput(answer=args.answer if args.answer else None, fields=_parse_fields(args.field))
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id = workflow_id_for(thread.thread_id)
+        description = await _describe_thread(stack.client, workflow_id)
+        if description is None:
+            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            raise BadInput(f"no run is waiting on thread {thread.thread_id}: its last run has ended")
+        handle = stack.client.get_workflow_handle(workflow_id)
+        pending = await handle.query("pending_input", result_type=dict[str, Any] | None)
+        if pending is None:
+            raise BadInput(f"the run on thread {thread.thread_id} is not waiting for input")
+        if args.option is not None:
+            answer.option_id = _option_id(pending, args.option)
+        answer.request_id = pending.get("request_id")
+        if args.signal:
+            await handle.signal("clarification_reply", _signal_payload(answer))
+        else:
+            try:
+                await handle.execute_update("reply", answer, result_type=RunView)
+            except WorkflowUpdateFailedError as exc:
+                raise BadInput(f"reply refused: {_root_message(exc)}") from None
+        view = await _settle(stack.client, workflow_id, progress=not args.json)
+        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        return _exit_code(view.status)
+
+
+def _parse_fields(items: list[str] | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(f"--field expects name=value, got {item!r}")
+        fields[name.strip()] = value
+    return fields
+
+
+def _option_id(pending: dict[str, Any], choice: str) -> str:
+    options = pending.get("options") or []
+    if choice.isdigit() and 1 <= int(choice) <= len(options):
+        return str(options[int(choice) - 1]["id"])
+    if any(option["id"] == choice for option in options):
+        return choice
+    offered = ", ".join(f"{i} ({o['label']})" for i, o in enumerate(options, 1)) or "none"
+    raise BadInput(f"unknown option {choice!r}; offered: {offered}")
+
+
+def _signal_payload(answer: ReplyInput) -> dict[str, Any]:
+    return {k: v for k, v in asdict(answer).items() if v not in (None, {}, "")}
+
+
+def _root_message(exc: BaseException) -> str:
+    cause: BaseException = exc
+    while getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[attr-defined]
+    return str(getattr(cause, "message", None) or cause)
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    config = _config(args)
+    thread = _thread(config, args.thread)
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id = workflow_id_for(thread.thread_id)
+        description = await _describe_thread(stack.client, workflow_id)
+        if description is None:
+            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+        handle = stack.client.get_workflow_handle(workflow_id)
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            view = await handle.query("status", result_type=RunView)
+            chain = await handle.query("chain", result_type=list[str])
+        else:
+            view = await _closed_view(handle)
+            chain = []
+        payload = {**_view_payload(view, stack), "chain": chain}
+        _emit(args, payload, lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        return EXIT_OK
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    config = _config(args)
+    thread = _thread(config, args.thread)
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id = workflow_id_for(thread.thread_id)
+        description = await _describe_thread(stack.client, workflow_id)
+        if description is None:
+            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            raise BadInput(f"no active run on thread {thread.thread_id}")
+        handle = stack.client.get_workflow_handle(workflow_id)
+        await handle.cancel()
+        view = await _closed_view(handle)
+        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        return EXIT_OK if view.status == "cancelled" else EXIT_FAILED
+
+
+def cmd_state(args: argparse.Namespace) -> int:
+    config = _config(args)
+    thread = _thread(config, args.thread)
+    store = thread_store(config)
+    if not store.exists(thread):
+        raise BadInput(f"unknown thread {thread.thread_id}: nothing has been committed for it")
+    snapshot = store.load(thread)
+    state = snapshot.state.model_dump(mode="json", exclude={"messages"})
+    messages = [_message_payload(m) for m in snapshot.state.messages]
+    payload = {"thread_id": thread.thread_id, "version": snapshot.version, "messages": messages, **state}
+
+    def human() -> None:
+        print(f"thread {thread.thread_id} · version {snapshot.version} · {len(messages)} message(s)")
+        for m in messages:
+            hidden = " (hidden)" if m["additional_kwargs"].get("hide_from_ui") else ""
+            name = f" {m['name']}" if m.get("name") else ""
+            print(f"\n[{m['type']}{name}{hidden}] {m['content'] if isinstance(m['content'], str) else m['content']}")
+            for call in m.get("tool_calls") or []:
+                print(f"  → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})")
+        for key, value in state.items():
+            if value not in (None, [], {}):
+                print(f"\n{key}: {json.dumps(value, ensure_ascii=False)}")
+
+    _emit(args, payload, human)
+    return EXIT_OK
+
+
+def _message_payload(message: Any) -> dict[str, Any]:
+    payload: dict[str, Any] = {
+        "id": message.id,
+        "type": message.type,
+        "name": message.name,
+        "content": message.content,
+        "text": message_text(message),
+        "additional_kwargs": message.additional_kwargs,
+    }
+    if message.type == "ai":
+        payload["tool_calls"] = message.tool_calls
+        payload["usage_metadata"] = message.usage_metadata
+        payload["response_metadata"] = message.response_metadata
+    if message.type == "tool":
+        payload.update(tool_call_id=message.tool_call_id, status=message.status, artifact=message.artifact)
+    return payload
+
+
+async def cmd_worker(args: argparse.Namespace) -> int:
+    config = _config(args)
+    async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
+        await ensure_search_attributes(stack.client, config.temporal.namespace)
+        worker = build_worker(stack.client, config)
+        where = stack.server.address if stack.server else config.temporal.address or "the local dev server"
+        print(f"worker polling task queue '{config.temporal.task_queue}' on {where} (Ctrl-C to stop)", file=sys.stderr)
+        await _run_until_signalled(worker.run(), worker.shutdown)
+    return EXIT_OK
+
+
+async def cmd_dev(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if config.temporal.address:
+        raise BadInput("hartflow dev starts its own server; unset TEMPORAL_ADDRESS / temporal.address")
+    async with Stack(config, need_worker=False) as stack:
+        if not stack.embedded:
+            raise BadInput(f"something already listens on 127.0.0.1:{config.temporal.embedded_port}")
+        worker = build_worker(stack.client, config)
+        print(f"Temporal dev server on {stack.server.address if stack.server else '?'}", file=sys.stderr)
+        print(f"Web UI: {stack.ui_base}", flush=True)
+        print("Ctrl-C to stop.", file=sys.stderr, flush=True)
+        await _run_until_signalled(worker.run(), worker.shutdown)
+    return EXIT_OK
+
+
+async def _run_until_signalled(
+    work: Coroutine[Any, Any, None], shutdown: Callable[[], Coroutine[Any, Any, None]]
+) -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    task = asyncio.create_task(work)
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    if not task.done():
+        await shutdown()
+    stopper.cancel()
+    await task
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from workers.demo import run_demo
+
+    return run_demo(args)
+
+
+# -- entry point --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", metavar="FILE", help="hartflow.yaml to use (default: ./hartflow.yaml)")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+
+    parser = argparse.ArgumentParser(
+        prog="hartflow", description="DeerFlow's agent middleware pipeline as durable Temporal workflows."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common], help="start a run on a thread and follow it")
+    run.add_argument("message", help="the user message")
+    run.add_argument("--thread", metavar="ID", help="thread id (default: a new thread)")
+    run.add_argument("--model", metavar="SPEC", help="scripted:PATH or openai:MODEL")
+    run.add_argument("--plan-mode", action="store_true", help="enable plan mode (todo list)")
+    run.add_argument("--detach", action="store_true", help="start the run and return at once")
+    run.set_defaults(handler=cmd_run)
+
+    reply = sub.add_parser("reply", parents=[common], help="answer a run that waits for input")
+    reply.add_argument("thread", metavar="THREAD")
+    reply.add_argument("answer", nargs="?", default="", metavar="ANSWER")
+    reply.add_argument("--option", metavar="N", help="choose offered option N (1-based) or an option id")
+    reply.add_argument("--field", action="append", metavar="NAME=VALUE", help="fill a form field (repeatable)")
+    reply.add_argument("--signal", action="store_true", help="send a signal instead of a validated update")
+    reply.set_defaults(handler=cmd_reply)
+
+    for name, handler, text in (
+        ("status", cmd_status, "show the thread's current or last run"),
+        ("state", cmd_state, "print the thread's committed state"),
+        ("cancel", cmd_cancel, "cancel the thread's active run"),
+    ):
+        command = sub.add_parser(name, parents=[common], help=text)
+        command.add_argument("thread", metavar="THREAD")
+        command.set_defaults(handler=handler)
+
+    worker = sub.add_parser("worker", parents=[common], help="run a worker against TEMPORAL_ADDRESS")
+    worker.set_defaults(handler=cmd_worker)
+    dev = sub.add_parser("dev", parents=[common], help="run the embedded stack in the foreground")
+    dev.set_defaults(handler=cmd_dev)
+    demo = sub.add_parser("demo", parents=[common], help="a scripted run: tools, a pause, the reply")
+    demo.set_defaults(handler=cmd_demo)
+    return parser
+
+
+def run_command(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.handler(args)
+        if asyncio.iscoroutine(result):
+            return int(asyncio.run(result))
+        return int(result)
+    except (BadInput, ConfigError) as exc:
+        _fail(args, str(exc))
+        return EXIT_BAD_INPUT
+    except (DevServerError, TemporalCliNotFound) as exc:
+        _fail(args, f"cannot start the embedded Temporal server: {exc}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("interrupted; runs are durable — see them again with: hartflow status THREAD", file=sys.stderr)
+        return 130
+
+
+def _fail(args: argparse.Namespace, message: str) -> None:
+    line = message.splitlines()[0] if message else "error"
+    if getattr(args, "json", False):
+        print(json.dumps({"error": line}))
+    print(f"hartflow: error: {line}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    hard_exit(run_command(argv))
+
+
+if __name__ == "__main__":
+    main()

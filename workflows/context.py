@@ -1,0 +1,144 @@
+"""The run context: what a hook may use besides the state — deterministic time/ids/randomness and activities.
+
+Hooks run inside the workflow, so they must never read the wall clock, call ``uuid4`` or touch files or the
+network. Everything like that goes through this object. :class:`TemporalRunContext` backs it with
+``workflow.now()``, ``workflow.uuid4()``, ``workflow.random()`` and ``workflow.execute_activity``; tests of
+pure middleware logic may use another subclass with a fixed clock.
+"""
+
+from __future__ import annotations
+
+import random as random_module
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+from workflows.contracts import ThreadRef
+from workflows.settings import RunSettings
+
+T = TypeVar("T")
+
+
+@dataclass
+class ActivityOptions:
+    """How to run one activity from a hook. Defaults suit short idempotent I/O."""
+
+    start_to_close: timedelta = timedelta(seconds=30)
+    heartbeat: timedelta | None = None
+    retry: RetryPolicy | None = None
+    local: bool = False
+    """Local activities cost ~1 history event instead of ~6: use them for short idempotent I/O."""
+
+
+@dataclass
+class RunEvent:
+    """A progress event a client can follow (turns, tool calls, retries, pauses)."""
+
+    seq: int
+    kind: str
+    at: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class RunContext(ABC):
+    """Per-run context handed to every hook (DeerFlow's ``runtime.context``, made deterministic)."""
+
+    def __init__(self, *, thread: ThreadRef, run_id: str, workflow_id: str, model: str, settings: RunSettings):
+        self.thread = thread
+        self.run_id = run_id
+        self.workflow_id = workflow_id
+        self.model = model
+        self.settings = settings
+        self.turn = 0
+        self.stop_reason: str | None = None
+        self.sandbox_id: str | None = None
+        """The sandbox a tool of this run acquired (DeerFlow's ``runtime.context["sandbox_id"]``)."""
+        self.call_counts: dict[str, int] = {}
+        self.events: list[RunEvent] = []
+
+    @property
+    def user_id(self) -> str:
+        return self.thread.user_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.thread.thread_id
+
+    @abstractmethod
+    def now(self) -> datetime:
+        """The run's clock (timezone-aware UTC)."""
+
+    @abstractmethod
+    def uuid(self) -> str: ...
+
+    @abstractmethod
+    def random(self) -> random_module.Random: ...
+
+    @abstractmethod
+    async def call(
+        self,
+        activity: str,
+        arg: Any,
+        *,
+        result_type: type[T],
+        summary: str,
+        options: ActivityOptions | None = None,
+    ) -> T:
+        """Run an activity by name and return its result. ``summary`` is what the Web UI shows."""
+
+    def next_call_index(self, purpose: str) -> int:
+        """0-based index of the next model call for ``purpose`` in this run (scripted models key on it)."""
+        index = self.call_counts.get(purpose, 0)
+        self.call_counts[purpose] = index + 1
+        return index
+
+    def emit(self, kind: str, **data: Any) -> None:
+        self.events.append(RunEvent(len(self.events), kind, self.now().isoformat(), data))
+
+    def new_id_factory(self) -> Callable[[], str]:
+        return self.uuid
+
+
+class TemporalRunContext(RunContext):
+    def now(self) -> datetime:
+        return workflow.now()
+
+    def uuid(self) -> str:
+        return str(workflow.uuid4())
+
+    def random(self) -> random_module.Random:
+        return workflow.random()
+
+    async def call(
+        self,
+        activity: str,
+        arg: Any,
+        *,
+        result_type: type[T],
+        summary: str,
+        options: ActivityOptions | None = None,
+    ) -> T:
+        opts = options or ActivityOptions()
+        if opts.local:
+            return await workflow.execute_local_activity(
+                activity,
+                arg,
+                result_type=result_type,
+                start_to_close_timeout=opts.start_to_close,
+                retry_policy=opts.retry,
+                summary=summary,
+            )
+        return await workflow.execute_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=opts.start_to_close,
+            heartbeat_timeout=opts.heartbeat,
+            retry_policy=opts.retry,
+            summary=summary,
+        )

@@ -1,0 +1,87 @@
+"""The hook dispatcher: the one place that knows the ordering contract.
+
+* ``before_agent`` / ``before_model``: list order. ``after_model`` / ``after_agent``: reverse list order.
+* ``wrap_model_call`` / ``wrap_tool_call``: the first middleware in the list is the outermost wrapper.
+* A ``jump_to`` from a ``before_*``/``after_*`` hook skips the hooks that would have run after it in that
+  phase (in LangGraph each hook is a node and the jump leaves from that node).
+
+Hooks a middleware does not override are skipped entirely, so pure pass-through middlewares cost nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from langchain_core.messages import AIMessage
+
+from middlewares.base import Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
+from workflows.context import RunContext
+from workflows.state import ThreadState, apply_update
+
+JUMP_TARGETS = frozenset({"model", "end"})
+
+
+@dataclass
+class PhaseResult:
+    state: ThreadState
+    jump_to: str | None = None
+
+
+class Dispatcher:
+    def __init__(self, chain: Sequence[Middleware], ctx: RunContext):
+        self.chain = list(chain)
+        self.ctx = ctx
+        self._by_hook = {
+            hook: [mw for mw in self.chain if mw.implements(hook)]
+            for hook in ("before_agent", "before_model", "after_model", "after_agent")
+        }
+        self._model_wrappers = [mw for mw in self.chain if mw.implements("wrap_model_call")]
+        self._tool_wrappers = [mw for mw in self.chain if mw.implements("wrap_tool_call")]
+
+    async def before_agent(self, state: ThreadState) -> PhaseResult:
+        return await self._run_phase("before_agent", state, reverse=False)
+
+    async def before_model(self, state: ThreadState) -> PhaseResult:
+        return await self._run_phase("before_model", state, reverse=False)
+
+    async def after_model(self, state: ThreadState) -> PhaseResult:
+        return await self._run_phase("after_model", state, reverse=True)
+
+    async def after_agent(self, state: ThreadState) -> PhaseResult:
+        return await self._run_phase("after_agent", state, reverse=True)
+
+    async def _run_phase(self, hook: str, state: ThreadState, *, reverse: bool) -> PhaseResult:
+        middlewares = self._by_hook[hook]
+        for mw in reversed(middlewares) if reverse else middlewares:
+            update = await getattr(mw, hook)(state, self.ctx)
+            if not update:
+                continue
+            state = apply_update(state, update, new_id=self.ctx.uuid)
+            jump = update.get("jump_to")
+            if jump is not None:
+                if jump not in JUMP_TARGETS:
+                    raise ValueError(f"{mw.name}.{hook} returned jump_to={jump!r}; expected 'model' or 'end'")
+                return PhaseResult(state, jump)
+        return PhaseResult(state)
+
+    async def call_model(self, request: ModelRequest, model: ModelHandler) -> AIMessage:
+        handler = model
+        for mw in reversed(self._model_wrappers):
+            handler = functools.partial(_wrap_model, mw, handler)
+        return await handler(request)
+
+    async def call_tool(self, request: ToolCallRequest, tool: ToolHandler) -> ToolResult:
+        handler = tool
+        for mw in reversed(self._tool_wrappers):
+            handler = functools.partial(_wrap_tool, mw, handler)
+        return await handler(request)
+
+
+async def _wrap_model(mw: Middleware, inner: ModelHandler, request: ModelRequest) -> AIMessage:
+    return await mw.wrap_model_call(request, inner)
+
+
+async def _wrap_tool(mw: Middleware, inner: ToolHandler, request: ToolCallRequest) -> ToolResult:
+    return await mw.wrap_tool_call(request, inner)

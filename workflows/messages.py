@@ -1,0 +1,113 @@
+"""LangChain messages in the thread state, and LangGraph's `add_messages` reducer.
+
+The reducer reproduces `langgraph.graph.message.add_messages` exactly, because DeerFlow's middlewares
+(the DynamicContext ID swap, Summarization's REMOVE_ALL_MESSAGES rewrite, ViewImage's removal) rely on it:
+
+* a message whose id is already present replaces that message in place;
+* a message with a new id is appended;
+* ``RemoveMessage(id=X)`` deletes X (deleting an unknown id raises ``ValueError``);
+* ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` drops everything before it, keeping what follows it in the update;
+* a message without an id gets one (from ``new_id``, which the workflow backs with ``workflow.uuid4()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+REMOVE_ALL_MESSAGES = "__remove_all__"
+
+MessageLike = AnyMessage | RemoveMessage
+
+__all__ = [
+    "REMOVE_ALL_MESSAGES",
+    "AIMessage",
+    "AnyMessage",
+    "BaseMessage",
+    "HumanMessage",
+    "MessageLike",
+    "RemoveMessage",
+    "SystemMessage",
+    "ToolMessage",
+    "add_messages",
+    "is_hidden",
+    "last_human_index",
+    "message_text",
+]
+
+
+def add_messages(
+    left: Sequence[BaseMessage],
+    right: Iterable[BaseMessage] | BaseMessage,
+    *,
+    new_id: Callable[[], str],
+) -> list[BaseMessage]:
+    """Merge ``right`` into ``left`` with LangGraph ``add_messages`` semantics (pure: inputs are not mutated)."""
+    updates = [right] if isinstance(right, BaseMessage) else list(right)
+    merged = [_with_id(m, new_id) for m in left]
+    updates = [_with_id(m, new_id) for m in updates]
+
+    remove_all_at = None
+    for index, message in enumerate(updates):
+        if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
+            remove_all_at = index
+    if remove_all_at is not None:
+        return [m for m in updates[remove_all_at + 1 :] if not isinstance(m, RemoveMessage)]
+
+    position = {m.id: i for i, m in enumerate(merged)}
+    removed: set[str] = set()
+    for message in updates:
+        existing = position.get(message.id)
+        if existing is not None:
+            if isinstance(message, RemoveMessage):
+                removed.add(str(message.id))
+            else:
+                removed.discard(str(message.id))
+                merged[existing] = message
+        else:
+            if isinstance(message, RemoveMessage):
+                raise ValueError(f"Attempting to delete a message with an ID that doesn't exist ('{message.id}')")
+            position[message.id] = len(merged)
+            merged.append(message)
+    return [m for m in merged if m.id not in removed]
+
+
+def _with_id(message: BaseMessage, new_id: Callable[[], str]) -> BaseMessage:
+    if message.id:
+        return message
+    return message.model_copy(update={"id": new_id()})
+
+
+def message_text(message: BaseMessage) -> str:
+    """The visible text of a message, whether its content is a string or a list of content blocks."""
+    content: Any = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def is_hidden(message: BaseMessage) -> bool:
+    return bool(message.additional_kwargs.get("hide_from_ui"))
+
+
+def last_human_index(messages: Sequence[BaseMessage]) -> int | None:
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return index
+    return None

@@ -1,0 +1,540 @@
+"""The run workflow: one agent run on one thread, durable from the first hook to the last commit.
+
+    load thread state (activity)
+    before_agent                                   list order
+    loop:
+        before_model                               list order
+        wrap_model_call chain → model activity     first middleware outermost
+        after_model                                reverse order; jump_to="model" skips the tools
+        tool calls, in parallel, each through the wrap_tool_call chain → tool activity
+        a clarification interrupt → commit, pause until a reply (signal or update), continue
+    after_agent                                    reverse order, in ``finally``: also on failure and cancel
+    commit thread state (activity)
+
+The workflow id is derived from the thread id, so Temporal itself guarantees one active run per thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.workflow import HandlerUnfinishedPolicy
+from temporalio.exceptions import ApplicationError, is_cancelled_exception
+
+with workflow.unsafe.imports_passed_through():
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from middlewares.base import Command, Middleware, ModelRequest, ToolCallRequest, ToolResult
+from middlewares.chain import build_lead_chain, describe
+from workflows import search_attributes as sa
+from workflows.context import ActivityOptions, TemporalRunContext
+from workflows.contracts import (
+    MODEL_INVOKE,
+    THREAD_COMMIT,
+    THREAD_LOAD,
+    TOOL_EXECUTE,
+    ModelCallInput,
+    ThreadCommitInput,
+    ThreadCommitResult,
+    ThreadLoadInput,
+    ThreadRef,
+    ThreadSnapshot,
+    ToolCallInput,
+    ToolCallOutput,
+)
+from workflows.dispatcher import Dispatcher
+from workflows.human_input import InvalidReplyError, Reply, parse_reply, response_message, validate_reply
+from workflows.messages import message_text
+from workflows.prompt import SYSTEM_PROMPT
+from workflows.settings import RunSettings
+from workflows.state import ThreadState, apply_update
+from workflows.tools import ToolCatalog
+
+WORKFLOW_NAME = "HartflowRun"
+WORKFLOW_ID_PREFIX = "hartflow-"
+
+RunStatus = Literal["running", "awaiting_input", "completed", "error", "cancelled"]
+
+STOP_RECURSION_LIMIT = "recursion_limit"
+STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
+
+_STORE_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=60),
+    retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+)
+
+
+def workflow_id_for(thread_id: str) -> str:
+    return f"{WORKFLOW_ID_PREFIX}{thread_id}"
+
+
+@dataclass
+class CarriedRun:
+    """What a run carries across continue-as-new: the state in memory and the run-scoped counters."""
+
+    state: ThreadState
+    version: int
+    turn: int
+    model_calls: int
+    call_counts: dict[str, int]
+    stop_reason: str | None
+    sandbox_id: str | None
+    memory: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class RunInput:
+    thread_id: str
+    message: str
+    model: str
+    user_id: str = "default"
+    settings: RunSettings = field(default_factory=RunSettings)
+    message_id: str | None = None
+    files: list[str] = field(default_factory=list)
+    carried: CarriedRun | None = None
+
+
+@dataclass
+class RunView:
+    """A run as clients see it: the ``status`` query, the ``wait_settled`` update and the run's result."""
+
+    thread_id: str
+    run_id: str
+    workflow_id: str
+    status: RunStatus
+    stop_reason: str | None
+    final_message: str | None
+    pending_input: dict[str, Any] | None
+    turns: int
+    model: str
+
+
+@dataclass
+class ReplyInput:
+    answer: str | None = None
+    option_id: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    request_id: str | None = None
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class RunWorkflow:
+    @workflow.init
+    def __init__(self, input: RunInput) -> None:
+        info = workflow.info()
+        self._input = input
+        self._ctx = TemporalRunContext(
+            thread=ThreadRef(input.user_id, input.thread_id),
+            run_id=info.first_execution_run_id,
+            workflow_id=info.workflow_id,
+            model=input.model,
+            settings=input.settings,
+        )
+        self._chain: list[Middleware] = build_lead_chain(input.settings)
+        self._catalog = ToolCatalog.builtin(
+            exclude=frozenset({"ask_clarification"}) if input.settings.non_interactive else frozenset()
+        )
+        self._status: RunStatus = "running"
+        self._pending: dict[str, Any] | None = None
+        self._reply: Reply | None = None
+        self._final_message: str | None = None
+        self._model_calls = 0
+        self._version = 0
+        self._last_tool: str | None = None
+        self._notice: str | None = None
+
+    # -- the run ------------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: RunInput) -> RunView:
+        ctx = self._ctx
+        dispatcher = Dispatcher(self._chain, ctx)
+        if input.carried is None:
+            workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
+        state = await self._start(input)
+        failure: BaseException | None = None
+        try:
+            if input.carried is None:
+                state = (await dispatcher.before_agent(state)).state
+            state = await self._loop(dispatcher, state)
+        except BaseException as exc:  # noqa: BLE001 - cancellation too: after_agent is the compensation
+            failure = exc
+        try:
+            state = (await dispatcher.after_agent(state)).state
+        except Exception as exc:
+            workflow.logger.error("after_agent failed: %s", exc)
+            failure = failure or exc
+        await self._commit(state)
+        return await self._finish(state, failure)
+
+    async def _start(self, input: RunInput) -> ThreadState:
+        carried = input.carried
+        if carried is not None:
+            self._version = carried.version
+            self._model_calls = carried.model_calls
+            self._ctx.turn = carried.turn
+            self._ctx.call_counts = dict(carried.call_counts)
+            self._ctx.stop_reason = carried.stop_reason
+            self._ctx.sandbox_id = carried.sandbox_id
+            for mw in self._chain:
+                if mw.name in carried.memory:
+                    mw.import_memory(carried.memory[mw.name])
+            return carried.state
+        snapshot = await self._ctx.call(
+            THREAD_LOAD,
+            ThreadLoadInput(self._ctx.thread),
+            result_type=ThreadSnapshot,
+            summary="load thread state",
+            options=_STORE_OPTIONS,
+        )
+        self._version = snapshot.version
+        message = HumanMessage(content=input.message, id=input.message_id or self._ctx.uuid())
+        if input.files:
+            message.additional_kwargs["files"] = list(input.files)
+        return apply_update(snapshot.state, {"messages": [message]}, new_id=self._ctx.uuid)
+
+    async def _loop(self, dispatcher: Dispatcher, state: ThreadState) -> ThreadState:
+        ctx = self._ctx
+        while True:
+            if self._model_calls >= ctx.settings.recursion_limit:
+                ctx.stop_reason = STOP_RECURSION_LIMIT
+                ctx.emit("stopped", reason=STOP_RECURSION_LIMIT)
+                return state
+            if self._model_calls and workflow.info().is_continue_as_new_suggested():
+                await self._continue_as_new(state)
+
+            before = await dispatcher.before_model(state)
+            state = before.state
+            if before.jump_to == "end":
+                return state
+
+            ctx.turn += 1
+            self._model_calls += 1
+            self._update_details()
+            request = ModelRequest(
+                messages=list(state.messages),
+                system_message=SystemMessage(SYSTEM_PROMPT),
+                tools=list(self._catalog.tools.values()),
+                state=state,
+                ctx=ctx,
+                model=ctx.model,
+            )
+            reply = await dispatcher.call_model(request, self._invoke_model)
+            state = apply_update(state, {"messages": [reply]}, new_id=ctx.uuid)
+
+            after = await dispatcher.after_model(state)
+            state = after.state
+            if after.jump_to == "model":
+                continue
+            if after.jump_to == "end":
+                return state
+
+            ai = _last_ai_message(state)
+            calls = list(ai.tool_calls) if ai is not None else []
+            if not calls:
+                if ai is not None:
+                    self._final_message = message_text(ai)
+                return state
+
+            results = await asyncio.gather(
+                *(self._run_tool(dispatcher, state, call) for call in calls), return_exceptions=True
+            )
+            interrupt: dict[str, Any] | None = None
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+                if isinstance(result, Command):
+                    state = apply_update(state, result.update, new_id=ctx.uuid)
+                    interrupt = interrupt or result.interrupt
+                else:
+                    state = apply_update(state, {"messages": [result]}, new_id=ctx.uuid)
+
+            if interrupt is not None:
+                answered, state = await self._pause(state, interrupt)
+                if not answered:
+                    return state
+                continue
+            if all((spec := self._catalog.get(c["name"])) is not None and spec.return_direct for c in calls):
+                return state
+
+    async def _invoke_model(self, request: ModelRequest) -> AIMessage:
+        ctx = self._ctx
+        settings = ctx.settings.model_call
+        ctx.emit("model_call", turn=ctx.turn)
+        return await ctx.call(
+            MODEL_INVOKE,
+            ModelCallInput(
+                model=request.model,
+                messages=list(request.messages),
+                system_message=request.system_message,
+                tools=[tool.schema() for tool in request.tools],
+                purpose="agent",
+                call_index=ctx.next_call_index("agent"),
+                run_key=f"{ctx.workflow_id}/{ctx.run_id}",
+            ),
+            result_type=AIMessage,
+            summary=f"model {_model_label(request.model)} · turn {ctx.turn}",
+            options=ActivityOptions(
+                start_to_close=timedelta(seconds=settings.timeout_seconds),
+                heartbeat=timedelta(seconds=settings.heartbeat_seconds),
+                retry=RetryPolicy(
+                    initial_interval=timedelta(seconds=1),
+                    backoff_coefficient=2.0,
+                    maximum_interval=timedelta(seconds=8),
+                    maximum_attempts=settings.max_attempts,
+                ),
+            ),
+        )
+
+    async def _run_tool(self, dispatcher: Dispatcher, state: ThreadState, call: dict[str, Any]) -> ToolResult:
+        request = ToolCallRequest(dict(call), self._catalog.get(str(call.get("name"))), state, self._ctx)
+        return await dispatcher.call_tool(request, self._execute_tool)
+
+    async def _execute_tool(self, request: ToolCallRequest) -> ToolResult:
+        ctx = self._ctx
+        name, call_id = request.name, request.call_id
+        if request.tool is None or request.tool.intercepted:
+            available = ", ".join(self._catalog.names())
+            return ToolMessage(
+                f"Error: {name} is not a valid tool, try one of [{available}].",
+                tool_call_id=call_id,
+                name=name,
+                status="error",
+                id=ctx.uuid(),
+            )
+        self._last_tool = name
+        ctx.emit("tool_call", tool=name, call_id=call_id)
+        settings = ctx.settings.tool_call
+        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
+        output = await ctx.call(
+            TOOL_EXECUTE,
+            ToolCallInput(ctx.thread, request.tool_call, sandbox_id=sandbox_id, run_key=ctx.workflow_id),
+            result_type=ToolCallOutput,
+            summary=f"tool {name} · {_preview(request.args)}",
+            options=ActivityOptions(
+                start_to_close=timedelta(seconds=settings.timeout_seconds),
+                heartbeat=timedelta(seconds=settings.heartbeat_seconds),
+                retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts),
+            ),
+        )
+        if output.sandbox_id:
+            ctx.sandbox_id = output.sandbox_id
+        ctx.emit("tool_result", tool=name, call_id=call_id, status=output.status)
+        return ToolMessage(
+            output.content,
+            tool_call_id=call_id,
+            name=name,
+            status=output.status,
+            artifact=output.artifact,
+            id=ctx.uuid(),
+        )
+
+    # -- the clarification pause --------------------------------------------------------------------------
+
+    async def _pause(self, state: ThreadState, request: dict[str, Any]) -> tuple[bool, ThreadState]:
+        """Commit, wait durably for a reply, and turn it into the hidden HumanMessage DeerFlow's UI sends."""
+        ctx = self._ctx
+        await self._commit(state)
+        self._pending = request
+        self._set_status("awaiting_input")
+        ctx.emit("awaiting_input", request_id=request.get("request_id"), question=request.get("question"))
+        try:
+            await workflow.wait_condition(
+                lambda: self._reply is not None,
+                timeout=ctx.settings.clarification_timeout,
+                timeout_summary="awaiting clarification",
+            )
+        except asyncio.TimeoutError:
+            self._pending = None
+            ctx.stop_reason = STOP_CLARIFICATION_TIMEOUT
+            ctx.emit("stopped", reason=STOP_CLARIFICATION_TIMEOUT)
+            return False, state
+        assert self._reply is not None
+        message = response_message(request, self._reply, message_id=ctx.uuid())
+        self._reply = None
+        self._pending = None
+        self._set_status("running")
+        ctx.emit("resumed", request_id=request.get("request_id"))
+        return True, apply_update(state, {"messages": [message]}, new_id=ctx.uuid)
+
+    @workflow.update(name="reply", description="Answer the pending clarification (validated; rejected replies leave no history).")
+    async def reply(self, answer: ReplyInput) -> RunView:
+        self._accept(Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
+        return self._view()
+
+    @reply.validator
+    def _validate_reply(self, answer: ReplyInput) -> None:
+        validate_reply(self._pending, Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
+
+    @workflow.signal(
+        name="clarification_reply",
+        description='Answer the pending clarification: a bare string, or {"answer", "option_id", "fields", "request_id"}.',
+    )
+    def clarification_reply(self, payload: Any) -> None:
+        try:
+            reply = parse_reply(payload)
+            validate_reply(self._pending, reply)
+        except InvalidReplyError as exc:
+            self._notice = f"ignored a clarification_reply signal: {exc}"
+            workflow.logger.warning(self._notice)
+            self._update_details()
+            return
+        self._accept(reply)
+
+    def _accept(self, reply: Reply) -> None:
+        self._reply = reply
+        self._notice = None
+        # Flip now, so a client that waits for the run to settle right after replying sees it running.
+        self._set_status("running")
+
+    # -- queries and updates clients use ------------------------------------------------------------------
+
+    @workflow.query(name="status", description="The run: status, stop reason, turns, pending question.")
+    def status(self) -> RunView:
+        return self._view()
+
+    @workflow.query(name="pending_input", description="The pending human_input_request payload, or null.")
+    def pending_input(self) -> dict[str, Any] | None:
+        return self._pending
+
+    @workflow.query(name="chain", description="The middleware chain of this run, outermost first.")
+    def chain(self) -> list[str]:
+        return describe(self._chain)
+
+    @workflow.query(name="events", description="Progress events from the given offset (turns, tools, pauses).")
+    def events(self, offset: int = 0) -> list[dict[str, Any]]:
+        return [
+            {"seq": e.seq, "kind": e.kind, "at": e.at, **e.data} for e in self._ctx.events[max(offset, 0) :]
+        ]
+
+    @workflow.update(
+        name="wait_settled",
+        description="Returns once the run is waiting for input or has ended.",
+        # A waiter is abandoned on continue-as-new; the client asks the continued run again.
+        unfinished_policy=HandlerUnfinishedPolicy.ABANDON,
+    )
+    async def wait_settled(self) -> RunView:
+        await workflow.wait_condition(lambda: self._status != "running")
+        return self._view()
+
+    # -- ending -------------------------------------------------------------------------------------------
+
+    async def _commit(self, state: ThreadState) -> None:
+        result = await self._ctx.call(
+            THREAD_COMMIT,
+            ThreadCommitInput(self._ctx.thread, state, self._version, self._ctx.run_id),
+            result_type=ThreadCommitResult,
+            summary="commit thread state",
+            options=_STORE_OPTIONS,
+        )
+        self._version = result.version
+
+    async def _finish(self, state: ThreadState, failure: BaseException | None) -> RunView:
+        ai = _last_ai_message(state)
+        if self._final_message is None and ai is not None and not ai.tool_calls:
+            self._final_message = message_text(ai)
+        if failure is None:
+            errored = ai is not None and bool(ai.additional_kwargs.get("deerflow_error_fallback"))
+            self._set_status("error" if errored else "completed")
+        elif _is_cancellation(failure):
+            self._set_status("cancelled")
+        else:
+            self._set_status("error")
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if failure is None:
+            return self._view()
+        if _is_cancellation(failure):
+            raise failure
+        raise ApplicationError(f"run failed: {failure}", type="RunFailed", non_retryable=True) from failure
+
+    async def _continue_as_new(self, state: ThreadState) -> None:
+        ctx = self._ctx
+        carried = CarriedRun(
+            state=state,
+            version=self._version,
+            turn=ctx.turn,
+            model_calls=self._model_calls,
+            call_counts=dict(ctx.call_counts),
+            stop_reason=ctx.stop_reason,
+            sandbox_id=ctx.sandbox_id,
+            memory={mw.name: memory for mw in self._chain if (memory := mw.export_memory()) is not None},
+        )
+        workflow.continue_as_new(
+            RunInput(
+                thread_id=self._input.thread_id,
+                message=self._input.message,
+                model=self._input.model,
+                user_id=self._input.user_id,
+                settings=self._input.settings,
+                carried=carried,
+            )
+        )
+
+    def _set_status(self, status: RunStatus) -> None:
+        self._status = status
+        updates = [sa.STATUS.value_set(status), sa.TURNS.value_set(self._ctx.turn)]
+        if self._ctx.stop_reason:
+            updates.append(sa.STOP_REASON.value_set(self._ctx.stop_reason))
+        workflow.upsert_search_attributes(updates)
+        self._update_details()
+
+    def _update_details(self) -> None:
+        ctx = self._ctx
+        lines = [f"**Status:** {self._status} · turn {ctx.turn}"]
+        if self._last_tool:
+            lines.append(f"**Last tool:** {self._last_tool}")
+        if ctx.stop_reason:
+            lines.append(f"**Stop reason:** {ctx.stop_reason}")
+        if self._pending:
+            lines.append(f"**Waiting for an answer:** {self._pending.get('question', '')}")
+            for option in self._pending.get("options") or []:
+                lines.append(f"- `{option['id']}` {option['label']}")
+        if self._notice:
+            lines.append(f"**Notice:** {self._notice}")
+        workflow.set_current_details("\n\n".join(lines))
+
+    def _view(self) -> RunView:
+        ctx = self._ctx
+        return RunView(
+            thread_id=ctx.thread_id,
+            run_id=ctx.run_id,
+            workflow_id=ctx.workflow_id,
+            status=self._status,
+            stop_reason=ctx.stop_reason,
+            final_message=self._final_message,
+            pending_input=self._pending,
+            turns=ctx.turn,
+            model=ctx.model,
+        )
+
+
+def _last_ai_message(state: ThreadState) -> AIMessage | None:
+    for message in reversed(state.messages):
+        if isinstance(message, AIMessage):
+            return message
+    return None
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    return is_cancelled_exception(exc)
+
+
+def _model_label(spec: str) -> str:
+    provider, _, name = spec.partition(":")
+    if provider == "scripted":
+        name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    return f"{provider}:{name}" if name else provider
+
+
+def _preview(args: Any, limit: int = 60) -> str:
+    if isinstance(args, dict):
+        for key in ("command", "path", "pattern", "question"):
+            if isinstance(args.get(key), str):
+                text = " ".join(args[key].split())
+                return text if len(text) <= limit else text[: limit - 1] + "…"
+    return ""

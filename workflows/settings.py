@@ -1,0 +1,42 @@
+"""Settings that shape one run. They travel in the run's input, so a run keeps them across replays,
+worker restarts and continue-as-new even if the config file changes meanwhile."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from middlewares.settings import MiddlewareSettings
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelCallSettings(_Strict):
+    timeout_seconds: float = Field(600, gt=0, description="start-to-close timeout of one model attempt")
+    heartbeat_seconds: float = Field(30, gt=0, description="a worker that dies mid-call is noticed after this")
+    max_attempts: int = Field(3, ge=1, description="total attempts of a retriable provider error")
+
+
+class ToolCallSettings(_Strict):
+    timeout_seconds: float = Field(900, gt=0, description="start-to-close timeout of one tool attempt")
+    heartbeat_seconds: float = Field(30, gt=0)
+    max_attempts: int = Field(3, ge=1, description="attempts when a tool activity itself fails")
+
+
+class RunSettings(_Strict):
+    recursion_limit: int = Field(100, ge=1, le=10_000, description="model calls per run before it stops")
+    plan_mode: bool = False
+    non_interactive: bool = False
+    subagent_enabled: bool = False
+    clarification_timeout_seconds: float = Field(7 * 24 * 3600, gt=0)
+    max_message_chars: int = Field(100_000, ge=1, description="longest user message a run accepts")
+    model_call: ModelCallSettings = Field(default_factory=ModelCallSettings)
+    tool_call: ToolCallSettings = Field(default_factory=ToolCallSettings)
+    middlewares: MiddlewareSettings = Field(default_factory=MiddlewareSettings)
+
+    @property
+    def clarification_timeout(self) -> timedelta:
+        return timedelta(seconds=self.clarification_timeout_seconds)

@@ -1,0 +1,172 @@
+"""Thread state: the persisted channels of a DeerFlow thread and the reducers that merge updates into them.
+
+Hooks return *state updates* (plain dicts, as in LangGraph); :func:`apply_update` folds an update into a
+:class:`ThreadState` channel by channel. Channels with a reducer merge; the others are last-write-wins.
+The reducers are DeerFlow's (``H/agents/thread_state.py``), including the corner cases UIs depend on:
+``sandbox`` raises on conflicting ids, ``todos=None`` keeps while ``[]`` clears, ``viewed_images={}``
+clears, ``promoted`` is scoped by catalog hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.messages import AnyMessage
+from pydantic import BaseModel, ConfigDict, Field
+
+from workflows.messages import add_messages
+
+StateUpdate = dict[str, Any]
+"""A hook's return value: channel name → value, plus the control key ``jump_to``."""
+
+CONTROL_KEYS = frozenset({"jump_to"})
+
+DELEGATION_CAP = 50
+SKILL_CONTEXT_CAP = 8
+TERMINAL_DELEGATION_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "error"})
+
+
+class ThreadState(BaseModel):
+    """Everything a thread remembers between runs. Committed by the ``thread.commit`` activity."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    messages: list[AnyMessage] = Field(default_factory=list)
+    sandbox: dict[str, Any] | None = None
+    thread_data: dict[str, Any] | None = None
+    title: str | None = None
+    artifacts: list[str] = Field(default_factory=list)
+    todos: list[dict[str, Any]] | None = None
+    goal: dict[str, Any] | None = None
+    uploaded_files: list[dict[str, Any]] | None = None
+    viewed_images: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    promoted: dict[str, Any] | None = None
+    delegations: list[dict[str, Any]] = Field(default_factory=list)
+    skill_context: list[dict[str, Any]] = Field(default_factory=list)
+    summary_text: str | None = None
+    background_tasks: list[dict[str, Any]] | None = None
+
+
+class SandboxConflictError(ValueError):
+    """Two different sandbox ids were written to one thread."""
+
+
+def merge_sandbox(existing: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    if new is None:
+        return existing
+    if existing is None:
+        return new
+    existing_id, new_id = existing.get("sandbox_id"), new.get("sandbox_id")
+    if new_id is None:
+        return existing
+    if existing_id is None:
+        return new
+    if existing_id == new_id:
+        return existing
+    raise SandboxConflictError(f"Conflicting sandbox state updates: {existing_id!r} vs {new_id!r}")
+
+
+def merge_artifacts(existing: list[str], new: list[str] | None) -> list[str]:
+    if not new:
+        return existing
+    return list(dict.fromkeys([*existing, *new]))
+
+
+def merge_todos(existing: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) -> Any:
+    return existing if new is None else list(new)
+
+
+def merge_goal(existing: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    return existing if new is None else new
+
+
+def merge_viewed_images(
+    existing: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]] | None
+) -> dict[str, dict[str, Any]]:
+    if new is None:
+        return existing
+    if not new:
+        return {}
+    return {**existing, **new}
+
+
+def merge_promoted(existing: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not new or not new.get("catalog_hash"):
+        return existing
+    if existing is None or existing.get("catalog_hash") != new["catalog_hash"]:
+        return {"catalog_hash": new["catalog_hash"], "names": list(dict.fromkeys(new.get("names") or []))}
+    names = list(dict.fromkeys([*(existing.get("names") or []), *(new.get("names") or [])]))
+    return {"catalog_hash": existing["catalog_hash"], "names": names}
+
+
+def merge_delegations(existing: list[dict[str, Any]], new: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    if not new:
+        return existing
+    by_id: dict[str, dict[str, Any]] = {entry["id"]: entry for entry in existing}
+    order = [entry["id"] for entry in existing]
+    for entry in new:
+        old = by_id.get(entry["id"])
+        if old is None:
+            by_id[entry["id"]] = dict(entry)
+            order.append(entry["id"])
+            continue
+        merged = {**old, **{k: v for k, v in entry.items() if v is not None}}
+        if old.get("status") in TERMINAL_DELEGATION_STATUSES and entry.get("status") not in TERMINAL_DELEGATION_STATUSES:
+            merged["status"] = old["status"]
+        for first_wins in ("created_at", "run_id"):
+            if old.get(first_wins) is not None:
+                merged[first_wins] = old[first_wins]
+        by_id[entry["id"]] = merged
+        order.remove(entry["id"])
+        order.append(entry["id"])
+    return [by_id[i] for i in order][-DELEGATION_CAP:]
+
+
+def merge_skill_context(existing: list[dict[str, Any]], new: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    if not new:
+        return existing
+    merged = [entry for entry in existing if entry["path"] not in {n["path"] for n in new}]
+    seen: set[str] = set()
+    latest_first = []
+    for entry in reversed(new):
+        if entry["path"] not in seen:
+            seen.add(entry["path"])
+            latest_first.append(entry)
+    merged.extend(reversed(latest_first))
+    return merged[-SKILL_CONTEXT_CAP:]
+
+
+_REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
+    "sandbox": merge_sandbox,
+    "artifacts": merge_artifacts,
+    "todos": merge_todos,
+    "goal": merge_goal,
+    "viewed_images": merge_viewed_images,
+    "promoted": merge_promoted,
+    "delegations": merge_delegations,
+    "skill_context": merge_skill_context,
+}
+
+REDUCER_FIELDS = frozenset({"messages", *_REDUCERS})
+CHANNELS = frozenset(ThreadState.model_fields)
+
+
+def apply_update(state: ThreadState, update: StateUpdate | None, *, new_id: Callable[[], str]) -> ThreadState:
+    """Fold one hook's update into ``state`` and return the new state (``state`` itself is not mutated)."""
+    if not update:
+        return state
+    unknown = set(update) - CHANNELS - CONTROL_KEYS
+    if unknown:
+        raise ValueError(f"state update names unknown channel(s): {', '.join(sorted(unknown))}")
+    changes: dict[str, Any] = {}
+    for channel, value in update.items():
+        if channel in CONTROL_KEYS:
+            continue
+        if channel == "messages":
+            changes["messages"] = add_messages(state.messages, value, new_id=new_id)
+        elif channel in _REDUCERS:
+            changes[channel] = _REDUCERS[channel](getattr(state, channel), value)
+        else:
+            changes[channel] = value
+    return state.model_copy(update=changes)

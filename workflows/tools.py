@@ -1,0 +1,169 @@
+"""The tool catalog the model sees: names, descriptions and argument schemas (pure data).
+
+Implementations live in ``activities/tools.py``; the workflow only needs the schemas to build a model
+request and the flags that change control flow (``return_direct``, ``sandbox``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+_DESCRIPTION_ARG = {
+    "type": "string",
+    "description": "Explain why you are running this tool in short words. ALWAYS PROVIDE THIS PARAMETER FIRST.",
+}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    sandbox: bool = False
+    """Runs inside the thread's sandbox (acquired lazily on first use)."""
+    return_direct: bool = False
+    """When every call of a turn is return_direct, the run leaves the loop after the tools (DeerFlow's exit).
+    ``ask_clarification`` is not: hartflow pauses inside the run and calls the model again after the reply."""
+    intercepted: bool = False
+    """Never executed as an activity: a middleware answers it (``ask_clarification``)."""
+    deferred: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        """OpenAI function-calling format, which ``bind_tools`` accepts for every provider."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"description": _DESCRIPTION_ARG, **properties}, "required": required}
+
+
+BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "bash",
+        "Execute a bash command in the sandbox. The working directory is /mnt/user-data/workspace; "
+        "write deliverables to /mnt/user-data/outputs.",
+        _object({"command": {"type": "string", "description": "The bash command to execute."}}, ["command"]),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "ls",
+        "List the contents of a directory in the sandbox (two levels deep).",
+        _object({"path": {"type": "string", "description": "Absolute path of the directory."}}, ["path"]),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a text file in the sandbox, optionally a range of lines (1-based, inclusive).",
+        _object(
+            {
+                "path": {"type": "string", "description": "Absolute path of the file."},
+                "start_line": {"type": "integer", "description": "First line to read."},
+                "end_line": {"type": "integer", "description": "Last line to read."},
+            },
+            ["path"],
+        ),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "write_file",
+        "Write text to a file in the sandbox, creating parent directories. Overwrites unless append is true.",
+        _object(
+            {
+                "path": {"type": "string", "description": "Absolute path of the file."},
+                "content": {"type": "string", "description": "The text to write."},
+                "append": {"type": "boolean", "description": "Append instead of overwriting."},
+            },
+            ["path", "content"],
+        ),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "str_replace",
+        "Replace a substring in a file in the sandbox. old_str must occur exactly once unless replace_all is true.",
+        _object(
+            {
+                "path": {"type": "string", "description": "Absolute path of the file."},
+                "old_str": {"type": "string", "description": "The text to replace."},
+                "new_str": {"type": "string", "description": "The replacement text."},
+                "replace_all": {"type": "boolean", "description": "Replace every occurrence."},
+            },
+            ["path", "old_str", "new_str"],
+        ),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "glob",
+        "Find files under a directory in the sandbox whose paths match a glob pattern (e.g. **/*.py).",
+        _object(
+            {
+                "pattern": {"type": "string", "description": "Glob pattern, relative to path."},
+                "path": {"type": "string", "description": "Absolute directory to search."},
+            },
+            ["pattern", "path"],
+        ),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "grep",
+        "Search file contents under a directory in the sandbox with a regular expression.",
+        _object(
+            {
+                "pattern": {"type": "string", "description": "Regular expression (or literal text)."},
+                "path": {"type": "string", "description": "Absolute directory or file to search."},
+                "glob": {"type": "string", "description": "Only search files matching this glob."},
+                "literal": {"type": "boolean", "description": "Treat pattern as literal text."},
+                "case_sensitive": {"type": "boolean", "description": "Match case (default false)."},
+            },
+            ["pattern", "path"],
+        ),
+        sandbox=True,
+    ),
+    ToolSpec(
+        "ask_clarification",
+        "Ask the user a clarifying question when requirements are missing or ambiguous, when there are "
+        "several valid approaches, or before a risky action. The run pauses until the user answers.",
+        {
+            "type": "object",
+            "properties": {
+                "question": {"type": "string", "description": "The question to ask."},
+                "clarification_type": {
+                    "type": "string",
+                    "enum": [
+                        "missing_info",
+                        "ambiguous_requirement",
+                        "approach_choice",
+                        "risk_confirmation",
+                        "suggestion",
+                    ],
+                },
+                "context": {"type": "string", "description": "Why the question is needed."},
+                "options": {"type": "array", "items": {"type": "string"}, "description": "Choices to offer."},
+                "fields": {"type": "array", "items": {"type": "object"}, "description": "Form fields to fill."},
+            },
+            "required": ["question", "clarification_type"],
+        },
+        intercepted=True,
+    ),
+)
+
+
+@dataclass
+class ToolCatalog:
+    tools: dict[str, ToolSpec] = field(default_factory=dict)
+
+    @classmethod
+    def builtin(cls, *, exclude: frozenset[str] = frozenset()) -> ToolCatalog:
+        return cls({t.name: t for t in BUILTIN_TOOLS if t.name not in exclude})
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self.tools.get(name)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self.tools)
