@@ -262,8 +262,11 @@ def bind_tool_call(tool_call: dict[str, Any]) -> Callable[[Sandbox], str]:
     try:
         return tool.bind(args)
     except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
         raise ApplicationError(
-            f"Invalid arguments for tool {name!r}: {e}", type="InvalidToolArguments", non_retryable=True
+            f"Invalid arguments for tool {name!r}: {problems}",
+            type="InvalidToolArguments",
+            non_retryable=True,
         ) from None
 
 

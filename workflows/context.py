@@ -13,13 +13,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 from workflows.contracts import ThreadRef
-from workflows.settings import RunSettings
+
+if TYPE_CHECKING:
+    # Only a type here: middleware config models are imported by the settings, and middlewares import this.
+    from workflows.settings import RunSettings
 
 T = TypeVar("T")
 

