@@ -90,8 +90,10 @@ def normalize_options(raw: Any) -> list[str]:
 def payload_text(payload: dict[str, Any]) -> str:
     """The text fallback UIs without cards show (and the model sees as the tool result)."""
     icon = ICONS.get(payload["clarification_type"], "❓")
-    text = f"{icon} {payload['context']}\n\n{payload['question']}" if payload.get("context") else (
-        f"{icon} {payload['question']}"
+    text = (
+        f"{icon} {payload['context']}\n\n{payload['question']}"
+        if payload.get("context")
+        else (f"{icon} {payload['question']}")
     )
     options = payload.get("options") or []
     if options:

@@ -11,9 +11,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from tests.support import make_config
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
-from tests.support import make_config
 
 
 @pytest.fixture(scope="session")

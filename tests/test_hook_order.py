@@ -66,7 +66,8 @@ async def test_status_query_exposes_the_chain(client: Client, home: Path, tempor
 async def test_after_model_jump_to_model_skips_the_tools(client: Client, home: Path, temporal_address: str) -> None:
     config = make_config(home, temporal_address, run={"extensions": ["tests.recording_middlewares:JumpBackOnce"]})
     model = write_script(
-        home, [calls(tool_call("write_file", path="/mnt/user-data/workspace/x", content="x")), answer("second")]
+        home,
+        [calls(tool_call("write_file", path="/mnt/user-data/workspace/x", content="x")), answer("second")],
     )
     async with running_worker(client, config):
         handle = await start_run(client, config, "go", model=model)
@@ -78,9 +79,7 @@ async def test_after_model_jump_to_model_skips_the_tools(client: Client, home: P
     assert not list(home.glob("users/*/threads/*/user-data/workspace/x"))
 
 
-async def test_wrap_model_call_can_short_circuit_the_model(
-    client: Client, home: Path, temporal_address: str
-) -> None:
+async def test_wrap_model_call_can_short_circuit_the_model(client: Client, home: Path, temporal_address: str) -> None:
     config = make_config(home, temporal_address, run={"extensions": ["tests.recording_middlewares:ShortCircuitModel"]})
     model = write_script(home, [])  # an empty script: any real model call would fail the run
     async with running_worker(client, config):
@@ -123,9 +122,7 @@ async def test_parallel_tool_calls_are_scheduled_together_and_merged_in_call_ord
     )
     assert len(tool_scheduled) == 3
     assert all(i < first_completed for i in tool_scheduled), "the three tool calls must be in flight together"
-    state = __import__("json").loads(
-        next(home.glob("users/default/threads/*/state.json")).read_text()
-    )["state"]
+    state = __import__("json").loads(next(home.glob("users/default/threads/*/state.json")).read_text())["state"]
     tool_ids = [m["tool_call_id"] for m in state["messages"] if m["type"] == "tool"]
     assert tool_ids == ["c0", "c1", "c2"]
     assert state["artifacts"] == ["/tagged/c0", "/tagged/c1", "/tagged/c2"]

@@ -243,10 +243,17 @@ async def cmd_run(args: argparse.Namespace) -> int:
             }
             _emit(args, payload, lambda: print(f"started run on thread {thread.thread_id} ({workflow_id})"))
             if stack.embedded:
-                print("note: embedded mode — the run continues the next time a hartflow command runs", file=sys.stderr)
+                print(
+                    "note: embedded mode — the run continues the next time a hartflow command runs",
+                    file=sys.stderr,
+                )
             return EXIT_OK
         view = await _settle(stack.client, workflow_id, progress=not args.json)
-        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        _emit(
+            args,
+            _view_payload(view, stack),
+            lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)),
+        )
         return _exit_code(view.status)
 
 
@@ -302,7 +309,11 @@ async def cmd_reply(args: argparse.Namespace) -> int:
             except WorkflowUpdateFailedError as exc:
                 raise BadInput(f"reply refused: {_root_message(exc)}") from None
         view = await _settle(stack.client, workflow_id, progress=not args.json)
-        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        _emit(
+            args,
+            _view_payload(view, stack),
+            lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)),
+        )
         return _exit_code(view.status)
 
 
@@ -370,7 +381,11 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
         handle = stack.client.get_workflow_handle(workflow_id)
         await handle.cancel()
         view = await _closed_view(handle)
-        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        _emit(
+            args,
+            _view_payload(view, stack),
+            lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)),
+        )
         return EXIT_OK if view.status == "cancelled" else EXIT_FAILED
 
 
@@ -390,7 +405,7 @@ def cmd_state(args: argparse.Namespace) -> int:
         for m in messages:
             hidden = " (hidden)" if m["additional_kwargs"].get("hide_from_ui") else ""
             name = f" {m['name']}" if m.get("name") else ""
-            print(f"\n[{m['type']}{name}{hidden}] {m['content'] if isinstance(m['content'], str) else m['content']}")
+            print(f"\n[{m['type']}{name}{hidden}] {m['text']}")
             for call in m.get("tool_calls") or []:
                 print(f"  → {call['name']}({json.dumps(call['args'], ensure_ascii=False)})")
         for key, value in state.items():
@@ -425,7 +440,10 @@ async def cmd_worker(args: argparse.Namespace) -> int:
         await ensure_search_attributes(stack.client, config.temporal.namespace)
         worker = build_worker(stack.client, config)
         where = stack.server.address if stack.server else config.temporal.address or "the local dev server"
-        print(f"worker polling task queue '{config.temporal.task_queue}' on {where} (Ctrl-C to stop)", file=sys.stderr)
+        print(
+            f"worker polling task queue '{config.temporal.task_queue}' on {where} (Ctrl-C to stop)",
+            file=sys.stderr,
+        )
         await _run_until_signalled(worker.run(), worker.shutdown)
     return EXIT_OK
 

@@ -40,9 +40,7 @@ class TemporalSettings(_Strict):
 
 
 class StorageSettings(_Strict):
-    home: Path = Field(
-        Path(".hartflow"), description="threads, uploads, outputs and the embedded server's DB"
-    )
+    home: Path = Field(Path(".hartflow"), description="threads, uploads, outputs and the embedded server's DB")
     backend: Literal["filesystem"] = "filesystem"
 
 

@@ -39,7 +39,10 @@ SCRIPT: dict[str, Any] = {
                 },
                 {
                     "name": "bash",
-                    "args": {"description": "inspect the workspace", "command": "ls /mnt/user-data && date -u +%F"},
+                    "args": {
+                        "description": "inspect the workspace",
+                        "command": "ls /mnt/user-data && date -u +%F",
+                    },
                     "id": "call_ls",
                 },
             ],

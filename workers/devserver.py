@@ -343,15 +343,12 @@ class DevServer:
         code = proc.poll() if proc is not None else None
         if proc is None or code is not None:
             raise DevServerError(
-                f"Temporal dev server exited with code {code} while starting "
-                f"({self._describe()})\n{self._tail()}"
+                f"Temporal dev server exited with code {code} while starting ({self._describe()})\n{self._tail()}"
             )
 
     def _describe(self) -> str:
         # A temp log is deleted with the failed server, so only the tail below is worth pointing at.
-        return (
-            f"address {self.address}" if self._temp_log else f"address {self.address}, log {self._log_path}"
-        )
+        return f"address {self.address}" if self._temp_log else f"address {self.address}, log {self._log_path}"
 
     def _tail(self) -> str:
         """The lines the server logged since this start (the log is appended to across restarts)."""

@@ -34,9 +34,7 @@ def workflow_runner() -> SandboxedWorkflowRunner:
 
 async def connect(config: HartflowConfig, address: str | None = None) -> Client:
     target = address or config.temporal.address or f"127.0.0.1:{config.temporal.embedded_port}"
-    return await Client.connect(
-        target, namespace=config.temporal.namespace, data_converter=pydantic_data_converter
-    )
+    return await Client.connect(target, namespace=config.temporal.namespace, data_converter=pydantic_data_converter)
 
 
 def thread_store(config: HartflowConfig) -> ThreadStore:
@@ -54,9 +52,7 @@ def activities(config: HartflowConfig) -> list[Any]:
     return [store.load, store.commit, ModelActivities().invoke, tools.execute, tools.release]
 
 
-def build_worker(
-    client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any
-) -> Worker:
+def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any) -> Worker:
     return Worker(
         client,
         task_queue=task_queue or config.temporal.task_queue,

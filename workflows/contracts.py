@@ -84,7 +84,7 @@ class ToolCallOutput:
     content: str
     status: Literal["success", "error"] = "success"
     sandbox_id: str | None = None
-    """The sandbox the tool ran in; set when the call acquired (or re-acquired) one."""
+    """The sandbox the tool ran in (acquired lazily by the first sandbox tool of a thread)."""
     artifact: Any = None
 
 

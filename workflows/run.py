@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.workflow import HandlerUnfinishedPolicy
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
+from temporalio.workflow import HandlerUnfinishedPolicy
 
 with workflow.unsafe.imports_passed_through():
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -162,7 +162,7 @@ class RunWorkflow:
             if input.carried is None:
                 state = (await dispatcher.before_agent(state)).state
             state = await self._loop(dispatcher, state)
-        except BaseException as exc:  # noqa: BLE001 - cancellation too: after_agent is the compensation
+        except BaseException as exc:
             failure = exc
         try:
             state = (await dispatcher.after_agent(state)).state
@@ -349,7 +349,7 @@ class RunWorkflow:
                 timeout=ctx.settings.clarification_timeout,
                 timeout_summary="awaiting clarification",
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._pending = None
             ctx.stop_reason = STOP_CLARIFICATION_TIMEOUT
             ctx.emit("stopped", reason=STOP_CLARIFICATION_TIMEOUT)
@@ -362,7 +362,10 @@ class RunWorkflow:
         ctx.emit("resumed", request_id=request.get("request_id"))
         return True, apply_update(state, {"messages": [message]}, new_id=ctx.uuid)
 
-    @workflow.update(name="reply", description="Answer the pending clarification (validated; rejected replies leave no history).")
+    @workflow.update(
+        name="reply",
+        description="Answer the pending clarification (validated; rejected replies leave no history).",
+    )
     async def reply(self, answer: ReplyInput) -> RunView:
         self._accept(Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
         return self._view()
@@ -373,7 +376,7 @@ class RunWorkflow:
 
     @workflow.signal(
         name="clarification_reply",
-        description='Answer the pending clarification: a bare string, or {"answer", "option_id", "fields", "request_id"}.',
+        description='Answer the pending clarification: a string, or {"answer", "option_id", "fields", "request_id"}.',
     )
     def clarification_reply(self, payload: Any) -> None:
         try:
@@ -408,9 +411,7 @@ class RunWorkflow:
 
     @workflow.query(name="events", description="Progress events from the given offset (turns, tools, pauses).")
     def events(self, offset: int = 0) -> list[dict[str, Any]]:
-        return [
-            {"seq": e.seq, "kind": e.kind, "at": e.at, **e.data} for e in self._ctx.events[max(offset, 0) :]
-        ]
+        return [{"seq": e.seq, "kind": e.kind, "at": e.at, **e.data} for e in self._ctx.events[max(offset, 0) :]]
 
     @workflow.update(
         name="wait_settled",

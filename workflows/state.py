@@ -112,7 +112,10 @@ def merge_delegations(existing: list[dict[str, Any]], new: list[dict[str, Any]] 
             order.append(entry["id"])
             continue
         merged = {**old, **{k: v for k, v in entry.items() if v is not None}}
-        if old.get("status") in TERMINAL_DELEGATION_STATUSES and entry.get("status") not in TERMINAL_DELEGATION_STATUSES:
+        if (
+            old.get("status") in TERMINAL_DELEGATION_STATUSES
+            and entry.get("status") not in TERMINAL_DELEGATION_STATUSES
+        ):
             merged["status"] = old["status"]
         for first_wins in ("created_at", "run_id"):
             if old.get(first_wins) is not None:

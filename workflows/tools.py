@@ -38,7 +38,11 @@ class ToolSpec:
 
 
 def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": {"description": _DESCRIPTION_ARG, **properties}, "required": required}
+    return {
+        "type": "object",
+        "properties": {"description": _DESCRIPTION_ARG, **properties},
+        "required": required,
+    }
 
 
 BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
@@ -142,7 +146,11 @@ BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
                 },
                 "context": {"type": "string", "description": "Why the question is needed."},
                 "options": {"type": "array", "items": {"type": "string"}, "description": "Choices to offer."},
-                "fields": {"type": "array", "items": {"type": "object"}, "description": "Form fields to fill."},
+                "fields": {
+                    "type": "array",
+                    "items": {"type": "object"},
+                    "description": "Form fields to fill.",
+                },
             },
             "required": ["question", "clarification_type"],
         },

@@ -53,7 +53,11 @@ def answer(text: str) -> dict[str, Any]:
 
 
 def calls(*tool_calls: dict[str, Any], content: str = "") -> dict[str, Any]:
-    return {"content": content, "tool_calls": list(tool_calls), "response_metadata": {"finish_reason": "tool_calls"}}
+    return {
+        "content": content,
+        "tool_calls": list(tool_calls),
+        "response_metadata": {"finish_reason": "tool_calls"},
+    }
 
 
 @contextlib.asynccontextmanager
@@ -94,5 +98,10 @@ def scheduled_activities(events: list[Any]) -> list[tuple[str, str]]:
     for event in events:
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
-            result.append((event.activity_task_scheduled_event_attributes.activity_type.name, json.loads(summary or '""')))
+            result.append(
+                (
+                    event.activity_task_scheduled_event_attributes.activity_type.name,
+                    json.loads(summary or '""'),
+                )
+            )
     return result
