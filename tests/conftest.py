@@ -12,6 +12,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.support import make_config
+
+SUGGEST_CAN_AFTER_EVENTS = 150
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
 
@@ -22,7 +24,14 @@ def temporal_address() -> Iterator[str]:
     if existing:
         yield existing
         return
-    server = DevServer(DevServerOptions(port=free_port(), ui=False, log_level="error"))
+    # A low continue-as-new suggestion makes every long test run also exercise continue-as-new.
+    server = DevServer(
+        DevServerOptions(
+            port=free_port(),
+            ui=False,
+            extra_args=["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_CAN_AFTER_EVENTS}"],
+        )
+    )
     server.start()
     try:
         yield server.address

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -52,7 +52,7 @@ from workflows.human_input import InvalidReplyError, Reply, parse_reply, respons
 from workflows.messages import message_text
 from workflows.prompt import SYSTEM_PROMPT
 from workflows.settings import RunSettings
-from workflows.state import ThreadState, apply_update
+from workflows.state import StateUpdate, ThreadState, apply_update
 from workflows.tools import ToolCatalog
 
 WORKFLOW_NAME = "HartflowRun"
@@ -147,6 +147,8 @@ class RunWorkflow:
         self._version = 0
         self._last_tool: str | None = None
         self._notice: str | None = None
+        self._state = ThreadState()
+        self._continue_as_new_requested = False
 
     # -- the run ------------------------------------------------------------------------------------------
 
@@ -156,23 +158,26 @@ class RunWorkflow:
         dispatcher = Dispatcher(self._chain, ctx)
         if input.carried is None:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
-        state = await self._start(input)
+        await self._start(input)
         failure: BaseException | None = None
         try:
             if input.carried is None:
-                state = (await dispatcher.before_agent(state)).state
-            state = await self._loop(dispatcher, state)
-        except BaseException as exc:
+                self._state = (await dispatcher.before_agent(self._state)).state
+            await self._loop(dispatcher)
+        except BaseException as exc:  # cancellation too: after_agent is the compensation
             failure = exc
+        if failure is None and self._continue_as_new_requested:
+            await self._commit()
+            self._continue_as_new()
         try:
-            state = (await dispatcher.after_agent(state)).state
+            self._state = (await dispatcher.after_agent(self._state)).state
         except Exception as exc:
             workflow.logger.error("after_agent failed: %s", exc)
             failure = failure or exc
-        await self._commit(state)
-        return await self._finish(state, failure)
+        await self._commit()
+        return await self._finish(failure)
 
-    async def _start(self, input: RunInput) -> ThreadState:
+    async def _start(self, input: RunInput) -> None:
         carried = input.carried
         if carried is not None:
             self._version = carried.version
@@ -184,7 +189,8 @@ class RunWorkflow:
             for mw in self._chain:
                 if mw.name in carried.memory:
                     mw.import_memory(carried.memory[mw.name])
-            return carried.state
+            self._state = carried.state
+            return
         snapshot = await self._ctx.call(
             THREAD_LOAD,
             ThreadLoadInput(self._ctx.thread),
@@ -193,74 +199,81 @@ class RunWorkflow:
             options=_STORE_OPTIONS,
         )
         self._version = snapshot.version
+        self._state = snapshot.state
         message = HumanMessage(content=input.message, id=input.message_id or self._ctx.uuid())
         if input.files:
             message.additional_kwargs["files"] = list(input.files)
-        return apply_update(snapshot.state, {"messages": [message]}, new_id=self._ctx.uuid)
+        self._apply({"messages": [message]})
 
-    async def _loop(self, dispatcher: Dispatcher, state: ThreadState) -> ThreadState:
+    def _apply(self, update: StateUpdate) -> None:
+        self._state = apply_update(self._state, update, new_id=self._ctx.uuid)
+
+    async def _loop(self, dispatcher: Dispatcher) -> None:
+        """The agent loop. It keeps ``self._state`` current after every step, so whatever ends the loop (an
+        answer, a limit, a failure, a cancellation) leaves the latest state for after_agent and the commit."""
         ctx = self._ctx
         while True:
             if self._model_calls >= ctx.settings.recursion_limit:
                 ctx.stop_reason = STOP_RECURSION_LIMIT
                 ctx.emit("stopped", reason=STOP_RECURSION_LIMIT)
-                return state
+                return
             if self._model_calls and workflow.info().is_continue_as_new_suggested():
-                await self._continue_as_new(state)
+                self._continue_as_new_requested = True
+                return
 
-            before = await dispatcher.before_model(state)
-            state = before.state
+            before = await dispatcher.before_model(self._state)
+            self._state = before.state
             if before.jump_to == "end":
-                return state
+                return
 
             ctx.turn += 1
             self._model_calls += 1
             self._update_details()
             request = ModelRequest(
-                messages=list(state.messages),
+                messages=list(self._state.messages),
                 system_message=SystemMessage(SYSTEM_PROMPT),
                 tools=list(self._catalog.tools.values()),
-                state=state,
+                state=self._state,
                 ctx=ctx,
                 model=ctx.model,
             )
-            reply = await dispatcher.call_model(request, self._invoke_model)
-            state = apply_update(state, {"messages": [reply]}, new_id=ctx.uuid)
+            self._apply({"messages": [await dispatcher.call_model(request, self._invoke_model)]})
 
-            after = await dispatcher.after_model(state)
-            state = after.state
+            after = await dispatcher.after_model(self._state)
+            self._state = after.state
             if after.jump_to == "model":
                 continue
             if after.jump_to == "end":
-                return state
+                return
 
-            ai = _last_ai_message(state)
+            ai = _last_ai_message(self._state)
             calls = list(ai.tool_calls) if ai is not None else []
             if not calls:
                 if ai is not None:
                     self._final_message = message_text(ai)
-                return state
+                return
 
+            state = self._state
             results = await asyncio.gather(
                 *(self._run_tool(dispatcher, state, call) for call in calls), return_exceptions=True
             )
             interrupt: dict[str, Any] | None = None
             for result in results:
-                if isinstance(result, BaseException):
-                    raise result
                 if isinstance(result, Command):
-                    state = apply_update(state, result.update, new_id=ctx.uuid)
+                    self._apply(result.update)
                     interrupt = interrupt or result.interrupt
-                else:
-                    state = apply_update(state, {"messages": [result]}, new_id=ctx.uuid)
+                elif not isinstance(result, BaseException):
+                    self._apply({"messages": [result]})
+            failed = next((r for r in results if isinstance(r, BaseException)), None)
+            if failed is not None:
+                raise failed
 
             if interrupt is not None:
-                answered, state = await self._pause(state, interrupt)
-                if not answered:
-                    return state
+                if not await self._pause(interrupt):
+                    return
                 continue
             if all((spec := self._catalog.get(c["name"])) is not None and spec.return_direct for c in calls):
-                return state
+                return
 
     async def _invoke_model(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx
@@ -336,10 +349,11 @@ class RunWorkflow:
 
     # -- the clarification pause --------------------------------------------------------------------------
 
-    async def _pause(self, state: ThreadState, request: dict[str, Any]) -> tuple[bool, ThreadState]:
-        """Commit, wait durably for a reply, and turn it into the hidden HumanMessage DeerFlow's UI sends."""
+    async def _pause(self, request: dict[str, Any]) -> bool:
+        """Commit, wait durably for a reply, and turn it into the hidden HumanMessage DeerFlow's UI sends.
+        Returns False when the wait timed out."""
         ctx = self._ctx
-        await self._commit(state)
+        await self._commit()
         self._pending = request
         self._set_status("awaiting_input")
         ctx.emit("awaiting_input", request_id=request.get("request_id"), question=request.get("question"))
@@ -353,14 +367,15 @@ class RunWorkflow:
             self._pending = None
             ctx.stop_reason = STOP_CLARIFICATION_TIMEOUT
             ctx.emit("stopped", reason=STOP_CLARIFICATION_TIMEOUT)
-            return False, state
+            return False
         assert self._reply is not None
         message = response_message(request, self._reply, message_id=ctx.uuid())
         self._reply = None
         self._pending = None
         self._set_status("running")
         ctx.emit("resumed", request_id=request.get("request_id"))
-        return True, apply_update(state, {"messages": [message]}, new_id=ctx.uuid)
+        self._apply({"messages": [message]})
+        return True
 
     @workflow.update(
         name="reply",
@@ -425,18 +440,18 @@ class RunWorkflow:
 
     # -- ending -------------------------------------------------------------------------------------------
 
-    async def _commit(self, state: ThreadState) -> None:
+    async def _commit(self) -> None:
         result = await self._ctx.call(
             THREAD_COMMIT,
-            ThreadCommitInput(self._ctx.thread, state, self._version, self._ctx.run_id),
+            ThreadCommitInput(self._ctx.thread, self._state, self._version, self._ctx.run_id),
             result_type=ThreadCommitResult,
             summary="commit thread state",
             options=_STORE_OPTIONS,
         )
         self._version = result.version
 
-    async def _finish(self, state: ThreadState, failure: BaseException | None) -> RunView:
-        ai = _last_ai_message(state)
+    async def _finish(self, failure: BaseException | None) -> RunView:
+        ai = _last_ai_message(self._state)
         if self._final_message is None and ai is not None and not ai.tool_calls:
             self._final_message = message_text(ai)
         if failure is None:
@@ -453,10 +468,10 @@ class RunWorkflow:
             raise failure
         raise ApplicationError(f"run failed: {failure}", type="RunFailed", non_retryable=True) from failure
 
-    async def _continue_as_new(self, state: ThreadState) -> None:
+    def _continue_as_new(self) -> NoReturn:
         ctx = self._ctx
         carried = CarriedRun(
-            state=state,
+            state=self._state,
             version=self._version,
             turn=ctx.turn,
             model_calls=self._model_calls,
