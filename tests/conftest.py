@@ -60,8 +60,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     """Exit without the interpreter's finalisation, which can crash after a Worker ran (sdk-python#300)."""
     status = getattr(config, "_hartflow_exitstatus", None)
     if status is not None:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            if stream is not None:
+                stream.flush()
         os._exit(int(status))
 
 

