@@ -200,12 +200,12 @@ async def test_cancelling_a_paused_run_still_runs_after_agent_and_commits(
     assert _state(home, view.thread_id)["messages"][-1]["id"] == "clarification:ask1"
 
 
-async def test_long_runs_continue_as_new_and_keep_everything(
-    client: Client, home: Path, temporal_address: str
-) -> None:
+async def test_long_runs_continue_as_new_and_keep_everything(client: Client, home: Path, temporal_address: str) -> None:
     config = make_config(home, temporal_address)
     turns = 16  # ~12 history events per turn: past the server's continue-as-new suggestion
-    script = [calls(tool_call("bash", f"c{i}", command=f"echo {i} >> /mnt/user-data/workspace/n")) for i in range(turns)]
+    script = [
+        calls(tool_call("bash", f"c{i}", command=f"echo {i} >> /mnt/user-data/workspace/n")) for i in range(turns)
+    ]
     async with running_worker(client, config):
         handle = await start_run(client, config, "count", model=write_script(home, [*script, answer("counted")]))
         final = await handle.result()

@@ -1,0 +1,88 @@
+"""Record workflow histories for the replay test (tests/test_replay.py).
+
+Run this whenever a workflow change is *released* (not for every change): it captures what runs of the
+current code look like. Older histories stay in tests/histories/ so CI proves new code still replays them;
+a change that cannot replay an old history needs `workflow.patched(...)` (see the README).
+
+    .venv/bin/python scripts/record_histories.py [--tag v1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from temporalio.client import Client  # noqa: E402
+from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
+
+from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, write_script  # noqa: E402
+from workers.devserver import DevServer, DevServerOptions, free_port  # noqa: E402
+from workflows.run import ReplyInput, RunView  # noqa: E402
+
+OUT = REPO / "tests" / "histories"
+
+
+def _ask() -> dict[str, object]:
+    return calls(
+        tool_call(
+            "ask_clarification",
+            "ask1",
+            question="Which colour?",
+            clarification_type="approach_choice",
+            options=["red", "blue"],
+        )
+    )
+
+
+async def record(tag: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp, DevServer(DevServerOptions(port=free_port(), ui=False)) as server:
+        home = Path(tmp)
+        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        config = make_config(home, server.address)
+        workspace = "/mnt/user-data/workspace"
+        scenarios = {
+            "tools-clarification-reply": [
+                calls(
+                    tool_call("write_file", "w1", path=f"{workspace}/a.txt", content="a"),
+                    tool_call("bash", "b1", command=f"cat {workspace}/a.txt"),
+                ),
+                _ask(),
+                calls(tool_call("read_file", "r1", path=f"{workspace}/a.txt")),
+                answer("done"),
+            ],
+            "cancelled-while-paused": [_ask(), answer("never")],
+        }
+        async with running_worker(client, config):
+            for name, script in scenarios.items():
+                handle = await start_run(client, config, f"scenario {name}", model=write_script(home, script))
+                await settle(handle)
+                if name == "cancelled-while-paused":
+                    await handle.cancel()
+                else:
+                    await handle.execute_update("reply", ReplyInput(option_id="option-2"), result_type=RunView)
+                try:
+                    await handle.result()
+                except Exception:
+                    pass
+                history = await handle.fetch_history()
+                path = OUT / f"{tag}-{name}.json"
+                path.write_text(history.to_json(), encoding="utf-8")
+                print(f"wrote {path.relative_to(REPO)} ({len(history.events)} events)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tag", default="v1", help="prefix for the history files (the release they come from)")
+    args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
+    asyncio.run(record(args.tag))
+
+
+if __name__ == "__main__":
+    main()
