@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -66,10 +67,8 @@ async def record(tag: str) -> None:
                     await handle.cancel()
                 else:
                     await handle.execute_update("reply", ReplyInput(option_id="option-2"), result_type=RunView)
-                try:
+                with contextlib.suppress(Exception):
                     await handle.result()
-                except Exception:
-                    pass
                 history = await handle.fetch_history()
                 path = OUT / f"{tag}-{name}.json"
                 path.write_text(history.to_json(), encoding="utf-8")

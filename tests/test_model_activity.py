@@ -7,7 +7,6 @@ import json
 import os
 import time
 from datetime import timedelta
-from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 import activities.model
-from activities.llm_errors import to_application_error
 from activities.model import ModelActivities
 from activities.models import (
     CallCoordinates,
@@ -78,7 +76,16 @@ async def test_retryable_error_with_retry_after_then_answer(tmp_path: Path) -> N
         assert error.type == "InternalServerError"
         assert not error.non_retryable
         assert error.next_retry_delay == timedelta(seconds=0.5)
-        assert error.details == ({"status": 503, "retry_after": 0.5},)
+        assert error.details == (
+            {
+                "reason": "transient",
+                "retriable": True,
+                "attempt": attempt,
+                "max_attempts": 3,
+                "wait_ms": 500,
+                "status": 503,
+            },
+        )
 
     message = await invoke(call_for(path), attempt=3)
     assert message.content == "back"
@@ -295,55 +302,3 @@ def test_openai_spec_without_api_key_is_a_spec_error(monkeypatch: pytest.MonkeyP
 
     with pytest.raises(InvalidModelSpecError, match=r"^cannot build model 'openai:gpt-4o-mini': .*api_key"):
         build_chat_model("openai:gpt-4o-mini", CallCoordinates(purpose="agent", call_index=0, attempt=1))
-
-
-class FakeResponse:
-    def __init__(self, headers: dict[str, str]) -> None:
-        self.headers = headers
-
-
-class SdkStyleError(Exception):
-    """Shaped like ``openai.APIStatusError``: status on the exception, headers on ``response``."""
-
-    def __init__(self, message: str, status_code: int, headers: dict[str, str]) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.response = FakeResponse(headers)
-
-
-@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
-def test_request_and_credential_statuses_are_not_retryable(status: int) -> None:
-    error = to_application_error(SdkStyleError("no", status, {}))
-
-    assert error.non_retryable
-    assert error.type == "SdkStyleError"
-    assert error.details == ({"status": status, "retry_after": None},)
-
-
-@pytest.mark.parametrize("status", [408, 409, 429, 500, 503])
-def test_other_statuses_are_retryable(status: int) -> None:
-    assert not to_application_error(SdkStyleError("busy", status, {})).non_retryable
-
-
-def test_retry_after_headers() -> None:
-    assert to_application_error(SdkStyleError("x", 429, {"Retry-After": "2"})).next_retry_delay == timedelta(
-        seconds=2
-    )
-    millis = to_application_error(SdkStyleError("x", 429, {"retry-after-ms": "1500", "retry-after": "9"}))
-    assert millis.next_retry_delay == timedelta(seconds=1.5)
-
-    http_date = formatdate(time.time() + 30, usegmt=True)
-    dated = to_application_error(SdkStyleError("x", 429, {"retry-after": http_date}))
-    assert dated.next_retry_delay is not None
-    assert timedelta(seconds=25) < dated.next_retry_delay <= timedelta(seconds=30)
-
-    assert to_application_error(SdkStyleError("x", 429, {"retry-after": "soon"})).next_retry_delay is None
-
-
-def test_exception_without_status_is_retryable() -> None:
-    error = to_application_error(ConnectionResetError("peer reset"))
-
-    assert not error.non_retryable
-    assert error.type == "ConnectionResetError"
-    assert error.message == "peer reset"
-    assert error.details == ({"status": None, "retry_after": None},)

@@ -179,7 +179,7 @@ async def test_non_interactive_runs_get_the_disabled_message_and_go_on(
         handle = await start_run(client, config, "go", model=write_script(home, [_ask(), answer("went on")]))
         final = await handle.result()
     assert final.status == "completed" and final.final_message == "went on"
-    tool = [m for m in _state(home, final.thread_id)["messages"] if m["type"] == "tool"][0]
+    tool = next(m for m in _state(home, final.thread_id)["messages"] if m["type"] == "tool")
     assert tool["content"].startswith("Clarification is disabled in this context")
 
 

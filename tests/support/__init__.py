@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import random
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,10 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from workers.config import HartflowConfig, load_config
 from workers.worker import build_worker
 from workflows import search_attributes as sa
+from workflows.context import ActivityOptions, RunContext
+from workflows.contracts import ThreadRef
 from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
+from workflows.settings import RunSettings
 
 
 def unique(prefix: str) -> str:
@@ -68,12 +74,25 @@ async def running_worker(client: Client, config: HartflowConfig, **options: Any)
 
 
 async def start_run(
-    client: Client, config: HartflowConfig, message: str, *, model: str, thread_id: str | None = None
+    client: Client,
+    config: HartflowConfig,
+    message: str,
+    *,
+    model: str,
+    thread_id: str | None = None,
+    files: list[str] | None = None,
 ) -> WorkflowHandle[Any, RunView]:
     thread = thread_id or unique("thread")
     return await client.start_workflow(
         RunWorkflow.run,
-        RunInput(thread_id=thread, message=message, model=model, user_id=config.user_id, settings=config.run),
+        RunInput(
+            thread_id=thread,
+            message=message,
+            model=model,
+            user_id=config.user_id,
+            settings=config.run,
+            files=list(files or []),
+        ),
         id=workflow_id_for(thread),
         task_queue=config.temporal.task_queue,
         search_attributes=TypedSearchAttributes(
@@ -105,3 +124,71 @@ def scheduled_activities(events: list[Any]) -> list[tuple[str, str]]:
                 )
             )
     return result
+
+
+async def scheduled_inputs(client: Client, events: list[Any], activity: str, input_type: type[Any]) -> list[Any]:
+    """The decoded input of every ActivityTaskScheduled event of ``activity``, in order."""
+    inputs = []
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        attributes = event.activity_task_scheduled_event_attributes
+        if attributes.activity_type.name == activity:
+            [decoded] = await client.data_converter.decode(list(attributes.input.payloads), [input_type])
+            inputs.append(decoded)
+    return inputs
+
+
+class StubRunContext(RunContext):
+    """A RunContext for unit tests of hook logic outside a workflow: a fixed clock, counting ids, and
+    activities answered by async functions registered by name; every activity call is recorded."""
+
+    NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+    def __init__(
+        self,
+        *,
+        activities: dict[str, Callable[[Any], Awaitable[Any]]] | None = None,
+        settings: RunSettings | None = None,
+        thread_id: str = "thread-1",
+        user_id: str = "default",
+    ) -> None:
+        super().__init__(
+            thread=ThreadRef(user_id, thread_id),
+            run_id="run-1",
+            workflow_id=workflow_id_for(thread_id),
+            model="scripted:unused",
+            settings=settings or RunSettings(),
+        )
+        self.activities = dict(activities or {})
+        self.calls: list[tuple[str, Any, str]] = []
+        self._ids = itertools.count()
+
+    def now(self) -> datetime:
+        return self.NOW
+
+    def uuid(self) -> str:
+        return f"id-{next(self._ids)}"
+
+    def random(self) -> random.Random:
+        return random.Random(0)
+
+    async def call(
+        self,
+        activity: str,
+        arg: Any,
+        *,
+        result_type: type[Any],
+        summary: str,
+        options: ActivityOptions | None = None,
+    ) -> Any:
+        self.calls.append((activity, arg, summary))
+        return await self.activities[activity](arg)
+
+
+async def wait_for_history_event(handle: WorkflowHandle[Any, Any], predicate: Callable[[Any], bool]) -> Any:
+    """Wait (long-polling the history, no sleeps) for the first event of ``handle``'s run matching ``predicate``."""
+    async for event in handle.fetch_history_events(wait_new_event=True):
+        if predicate(event):
+            return event
+    raise AssertionError(f"{handle.id} closed without the awaited history event")
