@@ -12,10 +12,10 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.support import make_config
-
-SUGGEST_CAN_AFTER_EVENTS = 150
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
+
+SUGGEST_CAN_AFTER_EVENTS = 150
 
 
 @pytest.fixture(scope="session")
@@ -29,7 +29,10 @@ def temporal_address() -> Iterator[str]:
         DevServerOptions(
             port=free_port(),
             ui=False,
-            extra_args=["--dynamic-config-value", f"limit.historyCount.suggestContinueAsNew={SUGGEST_CAN_AFTER_EVENTS}"],
+            extra_args=[
+                "--dynamic-config-value",
+                f"limit.historyCount.suggestContinueAsNew={SUGGEST_CAN_AFTER_EVENTS}",
+            ],
         )
     )
     server.start()

@@ -80,9 +80,10 @@ def test_embedded_run_pauses_exits_and_a_second_process_finishes_it(tmp_path: Pa
     state = _hartflow(tmp_path, env, "state", "t-embedded", "--json")
     assert state.returncode == 0, state.stderr
     messages = json.loads(state.stdout)["messages"]
-    assert [m["type"] for m in messages] == ["human", "ai", "tool", "ai", "tool", "human", "ai"]
-    assert messages[5]["additional_kwargs"]["human_input_response"]["value"] == "blue"
-    assert messages[2]["tool_call_id"] == "b1"
+    transcript = [m for m in messages if m["type"] != "system"]  # DynamicContext's date/memory reminder
+    assert [m["type"] for m in transcript] == ["human", "ai", "tool", "ai", "tool", "human", "ai"]
+    assert transcript[5]["additional_kwargs"]["human_input_response"]["value"] == "blue"
+    assert transcript[2]["tool_call_id"] == "b1"
     outputs = tmp_path / ".hartflow/users/default/threads/t-embedded/user-data/outputs/hello.txt"
     assert outputs.read_text() == "hello\n"
 

@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,14 +36,20 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import validate_model_spec
 from activities.paths import InvalidIdError, validate_thread_id, validate_user_id
+from activities.sandbox.kubernetes import KubernetesSandboxProvider
+from activities.sandbox_sweeper import run_state
+from activities.skills import load_skills
+from activities.uploads import UploadError, store_uploads
 from workers.config import ConfigError, HartflowConfig, load_config
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.stack import Stack
-from workers.worker import build_worker, thread_store
+from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
 from workflows import search_attributes as sa
-from workflows.contracts import ThreadRef
+from workflows.contracts import ThreadRef, UploadedFile
 from workflows.messages import message_text
+from workflows.paths import VIRTUAL_UPLOADS_DIR
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
+from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult, run_workflow_id
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_AWAITING = 0, 1, 2, 3
 
@@ -99,10 +106,11 @@ def _print_view(view: RunView, ui_url: str | None) -> None:
         print(f"Web UI: {ui_url}", file=sys.stderr)
 
 
-async def _settle(client: Client, workflow_id: str, *, progress: bool) -> RunView:
-    """Wait until the run is waiting for input or has ended (following continue-as-new), showing progress."""
+async def _settle(client: Client, workflow_id: str, *, progress: bool, offset: int = 0) -> RunView:
+    """Wait until the run is waiting for input or has ended (following continue-as-new), showing progress
+    events from ``offset`` on."""
     handle = client.get_workflow_handle(workflow_id)
-    printer = asyncio.create_task(_follow(handle)) if progress else None
+    printer = asyncio.create_task(_follow(handle, offset)) if progress else None
     try:
         while True:
             try:
@@ -118,10 +126,11 @@ async def _settle(client: Client, workflow_id: str, *, progress: bool) -> RunVie
 
 
 async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
-    description = await handle.describe()
     try:
-        return await handle.result(result_type=RunView)
+        return RunView(**await handle.result())  # WorkflowHandle.result() takes no result_type: a JSON object
     except WorkflowFailureError as exc:
+        # Described once closed: a run being cancelled still runs its compensation (after_agent) first.
+        description = await handle.describe()
         status = "cancelled" if description.status == WorkflowExecutionStatus.CANCELED else "error"
         attributes = description.typed_search_attributes
         cause = exc.cause
@@ -140,9 +149,8 @@ async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
         )
 
 
-async def _follow(handle: WorkflowHandle[Any, Any]) -> None:
+async def _follow(handle: WorkflowHandle[Any, Any], offset: int) -> None:
     """Print progress events as the run makes them (people mode only)."""
-    offset = 0
     while True:
         try:
             events = await handle.query("events", offset, result_type=list[dict[str, Any]])
@@ -200,6 +208,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise BadInput(f"the message is {len(message)} characters; the limit is {limit} (run.max_message_chars)")
     thread = _thread(config, args.thread or f"thread-{uuid.uuid4().hex[:12]}")
     model = _model_spec(config)
+    files = _store_uploads(config, thread, args.file)
     async with Stack(config, quiet=args.json) as stack:
         workflow_id = workflow_id_for(thread.thread_id)
         try:
@@ -211,6 +220,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                     message=message,
                     model=model,
                     settings=config.run,
+                    files=[file.filename for file in files],
                 ),
                 id=workflow_id,
                 task_queue=config.temporal.task_queue,
@@ -283,6 +293,31 @@ async def _busy_message(client: Client, workflow_id: str, thread_id: str) -> str
     return f"thread {thread_id} is busy: run {run_id} is {status} (workflow {workflow_id})"
 
 
+def cmd_upload(args: argparse.Namespace) -> int:
+    config = _config(args)
+    thread = _thread(config, args.thread)
+    files = _store_uploads(config, thread, args.files)
+    listed = [{"filename": f.filename, "size": f.size, "path": f"{VIRTUAL_UPLOADS_DIR}/{f.filename}"} for f in files]
+
+    def human() -> None:
+        for entry in listed:
+            print(f"{entry['filename']} ({entry['size']} bytes) → {entry['path']}")
+        print(f"uploaded {len(listed)} file(s) to thread {thread.thread_id}", file=sys.stderr)
+
+    _emit(args, {"thread_id": thread.thread_id, "files": listed}, human)
+    return EXIT_OK
+
+
+def _store_uploads(config: HartflowConfig, thread: ThreadRef, paths: list[str] | None) -> list[UploadedFile]:
+    """Copy files into the thread's uploads folder (checked first: a bad name or path writes nothing)."""
+    if not paths:
+        return []
+    try:
+        return store_uploads(config.home, thread, [Path(p).expanduser() for p in paths])
+    except UploadError as exc:
+        raise BadInput(str(exc)) from None
+
+
 async def cmd_reply(args: argparse.Namespace) -> int:
     config = _config(args)
     thread = _thread(config, args.thread)
@@ -301,6 +336,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
         if args.option is not None:
             answer.option_id = _option_id(pending, args.option)
         answer.request_id = pending.get("request_id")
+        seen = len(await handle.query("events", 0, result_type=list[dict[str, Any]]))
         if args.signal:
             await handle.signal("clarification_reply", _signal_payload(answer))
         else:
@@ -308,7 +344,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
                 await handle.execute_update("reply", answer, result_type=RunView)
             except WorkflowUpdateFailedError as exc:
                 raise BadInput(f"reply refused: {_root_message(exc)}") from None
-        view = await _settle(stack.client, workflow_id, progress=not args.json)
+        view = await _settle(stack.client, workflow_id, progress=not args.json, offset=seen)
         _emit(
             args,
             _view_payload(view, stack),
@@ -438,6 +474,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     config = _config(args)
     async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
         await ensure_search_attributes(stack.client, config.temporal.namespace)
+        await ensure_sweeper_schedule(stack.client, config)
         worker = build_worker(stack.client, config)
         where = stack.server.address if stack.server else config.temporal.address or "the local dev server"
         print(
@@ -479,6 +516,98 @@ async def _run_until_signalled(
     await task
 
 
+async def cmd_sandboxes(args: argparse.Namespace) -> int:
+    config = _config(args)
+    if config.sandbox.provider != "kubernetes":
+        raise BadInput("sandbox.provider is 'local': its sandboxes are thread folders, there are no pods to manage")
+    settings = config.sandbox.kubernetes
+    async with Stack(config, need_worker=args.action == "sweep", ui=False, quiet=args.json) as stack:
+        if args.action == "list":
+            return await _list_sandboxes(args, config, stack.client)
+        result = await stack.client.execute_workflow(
+            SandboxSweeperWorkflow.run,
+            SweepInput(max_age_seconds=args.max_age or settings.max_age_seconds, dry_run=args.dry_run),
+            id=f"hartflow-sandbox-sweep-{uuid.uuid4().hex[:12]}",
+            task_queue=config.temporal.task_queue,
+            result_type=SweepResult,
+        )
+    verb = "would delete" if result.dry_run else "deleted"
+
+    def human() -> None:
+        for swept in result.deleted:
+            print(f"{verb} {swept.pod} (thread {swept.thread_id}): {swept.reason}")
+        print(f"examined {result.examined} sandbox pod(s), {verb} {len(result.deleted)}", file=sys.stderr)
+
+    _emit(args, asdict(result), human)
+    return EXIT_OK
+
+
+async def _list_sandboxes(args: argparse.Namespace, config: HartflowConfig, client: Client) -> int:
+    provider = KubernetesSandboxProvider(config.sandbox.kubernetes, bash_timeout=config.sandbox.bash_timeout_seconds)
+    records = await asyncio.to_thread(provider.inventory)
+    owners = {record.pod: run_workflow_id(record) for record in records}
+    states = {owner: await run_state(client, owner) for owner in set(owners.values()) if owner}
+    now = datetime.now(UTC)
+    rows = [
+        {
+            **asdict(record),
+            "run_workflow_id": owners[record.pod],
+            "run_state": states.get(owners[record.pod], "unknown"),
+            "age_seconds": (now - record.created_at).total_seconds() if record.created_at else None,
+        }
+        for record in records
+    ]
+
+    def human() -> None:
+        if not rows:
+            print(f"no sandbox pods in namespace {config.sandbox.kubernetes.namespace}", file=sys.stderr)
+            return
+        print(f"{'POD':<26} {'THREAD':<24} {'RUN':<8} {'READY':<6} AGE")
+        for row in rows:
+            age = _age(row["age_seconds"])
+            print(f"{row['pod']:<26} {row['thread_id']:<24} {row['run_state']:<8} {row['ready']!s:<6} {age}")
+
+    _emit(args, {"namespace": config.sandbox.kubernetes.namespace, "sandboxes": rows}, human)
+    return EXIT_OK
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def cmd_skills(args: argparse.Namespace) -> int:
+    config = _config(args)
+    settings = config.skills
+    root = settings.root(config.home)
+    rows = [
+        {
+            "name": skill.name,
+            "description": skill.description,
+            "category": skill.category,
+            "enabled": skill.enabled,
+            "path": skill.container_file(settings.container_path),
+            "file": str(skill.skill_file),
+        }
+        for skill in load_skills(root, settings.disabled)
+    ]
+
+    def human() -> None:
+        if not rows:
+            print(f"no skills in {root} (add public/<name>/SKILL.md or custom/<name>/SKILL.md)", file=sys.stderr)
+            return
+        for row in rows:
+            state = "" if row["enabled"] else " (disabled)"
+            print(f"/{row['name']:<24} {row['category']:<7} {row['description']}{state}")
+
+    _emit(args, {"root": str(root), "skills": rows}, human)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from workers.demo import run_demo
 
@@ -504,7 +633,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", metavar="SPEC", help="scripted:PATH or openai:MODEL")
     run.add_argument("--plan-mode", action="store_true", help="enable plan mode (todo list)")
     run.add_argument("--detach", action="store_true", help="start the run and return at once")
+    run.add_argument(
+        "--file", action="append", metavar="PATH", help="attach a file: copied into the thread's uploads (repeatable)"
+    )
     run.set_defaults(handler=cmd_run)
+
+    upload = sub.add_parser("upload", parents=[common], help="copy files into a thread's uploads folder")
+    upload.add_argument("thread", metavar="THREAD")
+    upload.add_argument("files", nargs="+", metavar="FILE")
+    upload.set_defaults(handler=cmd_upload)
 
     reply = sub.add_parser("reply", parents=[common], help="answer a run that waits for input")
     reply.add_argument("thread", metavar="THREAD")
@@ -529,6 +666,18 @@ def build_parser() -> argparse.ArgumentParser:
     dev.set_defaults(handler=cmd_dev)
     demo = sub.add_parser("demo", parents=[common], help="a scripted run: tools, a pause, the reply")
     demo.set_defaults(handler=cmd_demo)
+
+    sandboxes = sub.add_parser("sandboxes", parents=[common], help="Kubernetes sandbox pods: list them, sweep orphans")
+    sandboxes.add_argument("action", choices=["list", "sweep"])
+    sandboxes.add_argument(
+        "--max-age", type=float, metavar="SECONDS", help="sweep older pods (default: kubernetes.max_age_seconds)"
+    )
+    sandboxes.add_argument("--dry-run", action="store_true", help="sweep: report what would go, delete nothing")
+    sandboxes.set_defaults(handler=cmd_sandboxes)
+
+    skills = sub.add_parser("skills", parents=[common], help="the skills users can activate with /skill-name")
+    skills.add_argument("action", choices=["list"])
+    skills.set_defaults(handler=cmd_skills)
     return parser
 
 

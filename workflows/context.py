@@ -127,8 +127,9 @@ class TemporalRunContext(RunContext):
         options: ActivityOptions | None = None,
     ) -> T:
         opts = options or ActivityOptions()
+        result: T
         if opts.local:
-            return await workflow.execute_local_activity(
+            result = await workflow.execute_local_activity(
                 activity,
                 arg,
                 result_type=result_type,
@@ -136,7 +137,8 @@ class TemporalRunContext(RunContext):
                 retry_policy=opts.retry,
                 summary=summary,
             )
-        return await workflow.execute_activity(
+            return result
+        result = await workflow.execute_activity(
             activity,
             arg,
             result_type=result_type,
@@ -145,3 +147,4 @@ class TemporalRunContext(RunContext):
             retry_policy=opts.retry,
             summary=summary,
         )
+        return result

@@ -7,7 +7,12 @@ The reducer reproduces `langgraph.graph.message.add_messages` exactly, because D
 * a message with a new id is appended;
 * ``RemoveMessage(id=X)`` deletes X (deleting an unknown id raises ``ValueError``);
 * ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` drops everything before it, keeping what follows it in the update;
-* a message without an id gets one (from ``new_id``, which the workflow backs with ``workflow.uuid4()``).
+* a message without an id gets one (from ``new_id``, which the workflow backs with ``workflow.uuid4()``);
+* a message chunk (``AIMessageChunk`` …) is stored as its message class (``message_chunk_to_message``).
+
+One deliberate difference: LangGraph returns the update's tail after ``REMOVE_ALL_MESSAGES`` verbatim, so a
+``RemoveMessage`` in that tail would land in the state; ``ThreadState.messages`` cannot hold one (it would not
+survive the commit/load round trip), so it is dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from langchain_core.messages import (
     RemoveMessage,
     SystemMessage,
     ToolMessage,
+    message_chunk_to_message,
 )
 
 REMOVE_ALL_MESSAGES = "__remove_all__"
@@ -54,8 +60,9 @@ def add_messages(
 ) -> list[BaseMessage]:
     """Merge ``right`` into ``left`` with LangGraph ``add_messages`` semantics (pure: inputs are not mutated)."""
     updates = [right] if isinstance(right, BaseMessage) else list(right)
-    merged = [_with_id(m, new_id) for m in left]
-    updates = [_with_id(m, new_id) for m in updates]
+    # Left before right, in the order LangGraph assigns missing ids.
+    merged = [_normalized(m, new_id) for m in left]
+    updates = [_normalized(m, new_id) for m in updates]
 
     remove_all_at = None
     for index, message in enumerate(updates):
@@ -82,8 +89,10 @@ def add_messages(
     return [m for m in merged if m.id not in removed]
 
 
-def _with_id(message: BaseMessage, new_id: Callable[[], str]) -> BaseMessage:
-    if message.id:
+def _normalized(message: BaseMessage, new_id: Callable[[], str]) -> BaseMessage:
+    message = message_chunk_to_message(message)
+    # Only a missing id is replaced: LangGraph keeps an empty-string id as an id.
+    if message.id is not None:
         return message
     return message.model_copy(update={"id": new_id()})
 

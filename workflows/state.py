@@ -24,7 +24,9 @@ CONTROL_KEYS = frozenset({"jump_to"})
 
 DELEGATION_CAP = 50
 SKILL_CONTEXT_CAP = 8
-TERMINAL_DELEGATION_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "error"})
+SKILL_DESCRIPTION_MAX_CHARS = 500
+# DeerFlow's SUBAGENT_STATUS_VALUES (``H/subagents/status_contract.py``): every status a finished task reports.
+TERMINAL_DELEGATION_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "polling_timed_out"})
 
 
 class ThreadState(BaseModel):
@@ -57,14 +59,11 @@ def merge_sandbox(existing: dict[str, Any] | None, new: dict[str, Any] | None) -
         return existing
     if existing is None:
         return new
+    # As in DeerFlow, only the whole value may be None: a missing/None id next to a real one is a conflict too.
     existing_id, new_id = existing.get("sandbox_id"), new.get("sandbox_id")
-    if new_id is None:
-        return existing
-    if existing_id is None:
-        return new
     if existing_id == new_id:
         return existing
-    raise SandboxConflictError(f"Conflicting sandbox state updates: {existing_id!r} vs {new_id!r}")
+    raise SandboxConflictError(f"Conflicting sandbox state updates: {existing_id!r} != {new_id!r}")
 
 
 def merge_artifacts(existing: list[str], new: list[str] | None) -> list[str]:
@@ -101,43 +100,57 @@ def merge_promoted(existing: dict[str, Any] | None, new: dict[str, Any] | None) 
 
 
 def merge_delegations(existing: list[dict[str, Any]], new: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The delegation ledger: the latest entry per id replaces the earlier one in its first-seen position,
+    except that an entry never leaves a terminal status (the downgrading entry is dropped whole)."""
     if not new:
         return existing
-    by_id: dict[str, dict[str, Any]] = {entry["id"]: entry for entry in existing}
-    order = [entry["id"] for entry in existing]
-    for entry in new:
-        old = by_id.get(entry["id"])
-        if old is None:
-            by_id[entry["id"]] = dict(entry)
-            order.append(entry["id"])
-            continue
-        merged = {**old, **{k: v for k, v in entry.items() if v is not None}}
+    by_id: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    for entry in [*existing, *new]:
+        entry_id = entry["id"]
+        previous = by_id.get(entry_id)
         if (
-            old.get("status") in TERMINAL_DELEGATION_STATUSES
+            previous is not None
+            and previous.get("status") in TERMINAL_DELEGATION_STATUSES
             and entry.get("status") not in TERMINAL_DELEGATION_STATUSES
         ):
-            merged["status"] = old["status"]
-        for first_wins in ("created_at", "run_id"):
-            if old.get(first_wins) is not None:
-                merged[first_wins] = old[first_wins]
-        by_id[entry["id"]] = merged
-        order.remove(entry["id"])
-        order.append(entry["id"])
-    return [by_id[i] for i in order][-DELEGATION_CAP:]
+            continue
+        if previous is None:
+            order.append(entry_id)
+        elif previous.get("created_at"):
+            # DeerFlow keeps the first created_at, and the first run_id only when the update carries none.
+            entry = {**entry, "created_at": previous["created_at"]}
+            if previous.get("run_id") and not entry.get("run_id"):
+                entry["run_id"] = previous["run_id"]
+        by_id[entry_id] = entry
+    return [by_id[entry_id] for entry_id in order][-DELEGATION_CAP:]
+
+
+def _skill_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """DeerFlow's ``_normalize_skill_entry``: a bounded reference, never the SKILL.md body."""
+    description, loaded_at = entry.get("description"), entry.get("loaded_at")
+    return {
+        "name": str(entry.get("name") or ""),
+        "path": str(entry["path"]),
+        "description": " ".join(description.split())[:SKILL_DESCRIPTION_MAX_CHARS]
+        if isinstance(description, str)
+        else "",
+        "loaded_at": loaded_at if isinstance(loaded_at, int) else 0,
+    }
 
 
 def merge_skill_context(existing: list[dict[str, Any]], new: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Skill references by path: a re-read replaces the entry and makes it the most recent; the newest 8 stay."""
+    normalized = [_skill_entry(entry) for entry in existing]
     if not new:
-        return existing
-    merged = [entry for entry in existing if entry["path"] not in {n["path"] for n in new}]
-    seen: set[str] = set()
-    latest_first = []
-    for entry in reversed(new):
-        if entry["path"] not in seen:
-            seen.add(entry["path"])
-            latest_first.append(entry)
-    merged.extend(reversed(latest_first))
-    return merged[-SKILL_CONTEXT_CAP:]
+        return normalized
+    by_path: dict[str, dict[str, Any]] = {}
+    for entry in normalized:
+        by_path[entry["path"]] = entry
+    for entry in map(_skill_entry, new):
+        by_path.pop(entry["path"], None)
+        by_path[entry["path"]] = entry
+    return list(by_path.values())[-SKILL_CONTEXT_CAP:]
 
 
 _REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
