@@ -1,7 +1,10 @@
 """The ``model.invoke`` activity: one chat-model request per activity attempt.
 
 Temporal owns retries: the activity makes exactly one provider request, and failures leave as
-``ApplicationError`` whose ``non_retryable`` / ``next_retry_delay`` tell the retry policy what to do.
+``ApplicationError`` whose ``non_retryable`` / ``next_retry_delay`` tell the retry policy what to do
+(``activities/llm_errors.py`` decides, per attempt). Before an attempt that will be retried, the activity
+signals the calling workflow (``ModelCallInput.retry_signal``) so the run shows DeerFlow's ``llm_retry`` event;
+that signal is best-effort: failing to send it never fails the call.
 The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay.
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable
+from datetime import timedelta
 from typing import TypeVar
 
 from langchain_core.language_models import LanguageModelInput
@@ -18,15 +22,18 @@ from langchain_core.runnables import Runnable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.llm_errors import to_application_error
+from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
 from activities.models.scripted import ScriptError, ScriptExhaustedError
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
+from activities.tracing import model_span, record_usage
+from workflows.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 
 __all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
 
 MAX_HEARTBEAT_INTERVAL = 5.0
 """Seconds between heartbeats while waiting on the provider (less when the heartbeat timeout is short)."""
+
+_SIGNAL_TIMEOUT = timedelta(seconds=5)
 
 _T = TypeVar("_T")
 
@@ -59,6 +66,12 @@ class ModelActivities:
     async def invoke(self, input: ModelCallInput) -> AIMessage:
         """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
         info = activity.info()
+        with model_span(input.model, purpose=input.purpose, attempt=info.attempt) as span:
+            message = await self._invoke(input, info)
+            record_usage(span, message.usage_metadata)
+            return message
+
+    async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:
         call = CallCoordinates(purpose=input.purpose, call_index=input.call_index, attempt=info.attempt)
         messages: list[BaseMessage] = list(input.messages)
         if input.system_message is not None:
@@ -72,8 +85,33 @@ class ModelActivities:
         except (ScriptExhaustedError, ScriptError, InvalidModelSpecError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         except Exception as exc:
-            raise to_application_error(exc) from exc
+            error = to_application_error(
+                exc,
+                attempt=info.attempt,
+                budget=input.retry,
+                seed=f"{input.run_key}/{input.purpose}/{input.call_index}",
+            )
+            if input.retry_signal is not None and not error.non_retryable:
+                await _notify_retry(info, input.retry_signal, error)
+            raise error from exc
         if message.id is None:
             # Random is fine: the activity result is recorded in history and replayed verbatim.
             message.id = f"run-{uuid.uuid4()}"
         return message
+
+
+async def _notify_retry(info: activity.Info, signal: str, error: ApplicationError) -> None:
+    """Tell the calling workflow this attempt failed and will be retried, as DeerFlow's ``llm_retry`` event."""
+    details = error.details[0]
+    notice = LlmRetryNotice(
+        attempt=details["attempt"],
+        max_attempts=details["max_attempts"],
+        wait_ms=details["wait_ms"],
+        reason=details["reason"],
+        message=retry_message(details["attempt"], details["max_attempts"], details["wait_ms"], details["reason"]),
+    )
+    try:
+        handle = activity.client().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        await handle.signal(signal, notice, rpc_timeout=_SIGNAL_TIMEOUT)
+    except Exception as exc:
+        activity.logger.warning("could not report the LLM retry to the run: %s", exc)

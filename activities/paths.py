@@ -1,4 +1,4 @@
-"""Where a thread's files live on the host, and the id rules that keep those paths safe.
+"""Where a thread's files live on this host: the pure layout (``workflows/paths.py``) rooted at the home.
 
 Layout (DeerFlow's user-scoped layout, rooted at the hartflow home instead of ``.deer-flow``)::
 
@@ -10,32 +10,27 @@ Inside a sandbox the same folders appear under ``/mnt/user-data``.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-THREAD_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9_\-]+$")
-VIRTUAL_PATH_PREFIX = "/mnt/user-data"
-USER_DATA_DIRS = ("workspace", "uploads", "outputs")
+from workflows.paths import (
+    USER_DATA_DIRS,
+    VIRTUAL_PATH_PREFIX,
+    InvalidIdError,
+    thread_dir,
+    validate_thread_id,
+    validate_user_id,
+)
 
-
-class InvalidIdError(ValueError):
-    """A thread or user id that would not make a safe path segment."""
-
-
-def validate_thread_id(thread_id: str) -> str:
-    if not isinstance(thread_id, str) or not THREAD_ID_PATTERN.match(thread_id):
-        raise InvalidIdError(
-            f"invalid thread id {thread_id!r}: use 1-64 characters from A-Z, a-z, 0-9, '_' and '-'"
-        )
-    return thread_id
-
-
-def validate_user_id(user_id: str) -> str:
-    if not isinstance(user_id, str) or not USER_ID_PATTERN.match(user_id) or len(user_id) > 128:
-        raise InvalidIdError(f"invalid user id {user_id!r}: use characters from A-Z, a-z, 0-9, '_' and '-'")
-    return user_id
+# Re-exported: the sandbox and the CLI name the layout through this module.
+__all__ = [
+    "USER_DATA_DIRS",
+    "VIRTUAL_PATH_PREFIX",
+    "InvalidIdError",
+    "ThreadPaths",
+    "validate_thread_id",
+    "validate_user_id",
+]
 
 
 @dataclass(frozen=True)
@@ -45,12 +40,11 @@ class ThreadPaths:
     thread_id: str
 
     def __post_init__(self) -> None:
-        validate_user_id(self.user_id)
-        validate_thread_id(self.thread_id)
+        thread_dir(self.user_id, self.thread_id)  # validates both ids
 
     @property
     def thread_dir(self) -> Path:
-        return self.home / "users" / self.user_id / "threads" / self.thread_id
+        return self.home / thread_dir(self.user_id, self.thread_id)
 
     @property
     def user_data(self) -> Path:

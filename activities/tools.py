@@ -19,9 +19,13 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from activities.tracing import record_tool_output, tool_span
 from workflows.contracts import (
+    SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
     TOOL_EXECUTE,
+    SandboxAcquireInput,
+    SandboxAcquireResult,
     SandboxReleaseInput,
     ToolCallInput,
     ToolCallOutput,
@@ -95,6 +99,12 @@ class GrepArgs(_Args):
 
 
 # -- output shaping --------------------------------------------------------------------------------------
+
+
+def exit_code(output: str) -> int:
+    """The exit code a bash result reports: its trailing ``Exit Code: N``, or 0 when there is none."""
+    marker = _EXIT_MARKER_AT_END.search(output)
+    return int(marker.group(0).rsplit(":", 1)[1]) if marker else 0
 
 
 def _truncate_middle(output: str, max_chars: int) -> str:
@@ -282,8 +292,23 @@ class ToolActivities:
 
     @activity.defn(name=TOOL_EXECUTE)
     async def execute(self, input: ToolCallInput) -> ToolCallOutput:
-        call = bind_tool_call(input.tool_call)
-        return await self._in_thread(lambda: self._execute(input, call))
+        name = str(input.tool_call.get("name"))
+        with tool_span(name, sandbox_id=input.sandbox_id) as span:
+            call = bind_tool_call(input.tool_call)
+            output = await self._in_thread(lambda: self._execute(input, call))
+            record_tool_output(span, output, exit_code(output.content) if name == "bash" else None)
+            return output
+
+    @activity.defn(name=SANDBOX_ACQUIRE)
+    async def acquire(self, input: SandboxAcquireInput) -> SandboxAcquireResult:
+        """Eager acquisition (SandboxMiddleware with ``lazy_init: false``); a retry gets the same sandbox."""
+        try:
+            sandbox_id = await self._in_thread(
+                lambda: self._provider.acquire(input.thread.user_id, input.thread.thread_id)
+            )
+        except SandboxError as e:
+            raise ApplicationError(str(e), type="SandboxError", non_retryable=True) from None
+        return SandboxAcquireResult(sandbox_id)
 
     @activity.defn(name=SANDBOX_RELEASE)
     async def release(self, input: SandboxReleaseInput) -> None:
@@ -295,7 +320,8 @@ class ToolActivities:
             # A stored id may name a sandbox that was destroyed since; acquiring again is DeerFlow's recovery.
             sandbox = self._provider.get(sandbox_id) if sandbox_id else None
             if sandbox is None:
-                sandbox_id = self._provider.acquire(input.thread.user_id, input.thread.thread_id)
+                thread = input.thread
+                sandbox_id = self._provider.acquire(thread.user_id, thread.thread_id, run_key=input.run_key)
                 sandbox = self._provider.get(sandbox_id)
                 if sandbox is None:
                     raise RuntimeError(f"sandbox {sandbox_id!r} vanished right after it was acquired")

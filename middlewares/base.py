@@ -117,6 +117,11 @@ class Middleware:
     async def after_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         return None
 
+    def tools(self) -> list[ToolSpec]:
+        """Tools this middleware adds to the run's catalog (LangChain's ``AgentMiddleware.tools``), usually
+        ``intercepted`` ones it answers itself in ``wrap_tool_call``."""
+        return []
+
     def export_memory(self) -> dict[str, Any] | None:
         """Per-run instance memory to carry across continue-as-new (JSON-serialisable), if any."""
         return None

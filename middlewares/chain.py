@@ -15,19 +15,73 @@ import importlib
 
 from middlewares.base import Middleware
 from middlewares.clarification import ClarificationMiddleware
+from middlewares.dangling_tool_call import DanglingToolCallMiddleware
+from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware
+from middlewares.dynamic_context import DynamicContextMiddleware
+from middlewares.guardrail import GuardrailMiddleware
+from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
+from middlewares.loop_detection import LoopDetectionMiddleware
+from middlewares.memory import MemoryMiddleware
+from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
+from middlewares.sandbox import SandboxMiddleware
+from middlewares.sandbox_audit import SandboxAuditMiddleware
+from middlewares.skill_activation import SkillActivationMiddleware
+from middlewares.summarization import SummarizationMiddleware
+from middlewares.thread_data import ThreadDataMiddleware
+from middlewares.title import TitleMiddleware
+from middlewares.todo_list import TodoListMiddleware
+from middlewares.token_usage import TokenUsageMiddleware
+from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
+from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from middlewares.uploads import UploadsMiddleware
+from middlewares.view_image import ViewImageMiddleware
 from workflows.settings import RunSettings
 
 
 def runtime_base(settings: RunSettings, *, include_uploads: bool) -> list[Middleware]:
     """The segment every agent shares, outermost first (reference §1.1)."""
-    chain: list[Middleware] = []
+    mws = settings.middlewares
+    chain: list[Middleware] = [
+        ToolOutputBudgetMiddleware(mws.tool_output),  # always; it checks its own ``enabled``
+        ThreadDataMiddleware(mws.thread_data),
+    ]
+    if include_uploads:
+        chain.append(UploadsMiddleware(mws.uploads))
+    chain.append(SandboxMiddleware(mws.sandbox))
+    chain.append(DanglingToolCallMiddleware())  # DeerFlow's include_dangling_tool_call_patch: lead and subagent
+    chain.append(LLMErrorHandlingMiddleware(mws.llm_error_handling))  # always
+    if mws.guardrails.enabled and mws.guardrails.provider:
+        chain.append(GuardrailMiddleware.from_config(mws.guardrails))
+    chain.append(SandboxAuditMiddleware())  # always: DeerFlow has no config gate
+    chain.append(ToolErrorHandlingMiddleware())  # last of the base: innermost, right around the tool
     return chain
 
 
 def lead_tail(settings: RunSettings) -> list[Middleware]:
     """The lead agent's segment (reference §1.2). Clarification is always last."""
-    chain: list[Middleware] = []
+    mws = settings.middlewares
+    chain: list[Middleware] = [
+        DynamicContextMiddleware(mws.dynamic_context),  # always: the system prompt stays static
+        SkillActivationMiddleware(mws.skill_activation),  # always
+    ]
+    if mws.summarization.enabled:
+        chain.append(SummarizationMiddleware(mws.summarization))
+    if settings.plan_mode:
+        chain.append(TodoListMiddleware())
+    if mws.token_usage.enabled:
+        chain.append(TokenUsageMiddleware(mws.token_usage))
+    chain.append(TitleMiddleware(mws.title))  # always: it checks its own ``enabled``
+    chain.append(MemoryMiddleware(mws.memory))  # always: it checks its own ``enabled`` when the run ends
+    if settings.model_capabilities.vision:
+        chain.append(ViewImageMiddleware())
+    if mws.tool_search.enabled and mws.tool_search.deferred:
+        chain.append(DeferredToolFilterMiddleware(mws.tool_search))
+    if mws.loop_detection.enabled:
+        chain.append(LoopDetectionMiddleware(mws.loop_detection))
     chain.extend(load_extension(spec)() for spec in settings.extensions)
+    # After LoopDetection (and the extensions): after_model runs in reverse, so Safety sees the raw response first.
+    if mws.safety_finish_reason.enabled:
+        chain.append(SafetyFinishReasonMiddleware.from_config(mws.safety_finish_reason))
     chain.append(ClarificationMiddleware(non_interactive=settings.non_interactive))
     return chain
 

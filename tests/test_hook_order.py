@@ -61,8 +61,8 @@ async def test_status_query_exposes_the_chain(client: Client, home: Path, tempor
         handle = await start_run(client, config, "hello", model=model)
         await settle(handle)
         chain = await handle.query("chain", result_type=list[str])
-    # Extensions sit right before Clarification, after the runtime base (which grows as middlewares land).
-    assert chain[-3:] == ["RecorderA", "RecorderB", "Clarification"]
+    # Extensions sit after LoopDetection and before SafetyFinishReason and Clarification (DeerFlow's 28, 31, 34, 35).
+    assert chain[-5:] == ["LoopDetection", "RecorderA", "RecorderB", "SafetyFinishReason", "Clarification"]
     assert chain == describe(build_lead_chain(config.run))
 
 

@@ -16,10 +16,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, get_args
 
 from temporalio.client import (
     Client,
+    WorkflowExecution,
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
@@ -40,6 +41,7 @@ from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox_sweeper import run_state
 from activities.skills import load_skills
 from activities.uploads import UploadError, store_uploads
+from workers import progress, telemetry
 from workers.config import ConfigError, HartflowConfig, load_config
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.stack import Stack
@@ -48,10 +50,12 @@ from workflows import search_attributes as sa
 from workflows.contracts import ThreadRef, UploadedFile
 from workflows.messages import message_text
 from workflows.paths import VIRTUAL_UPLOADS_DIR
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
+from workflows.run import WORKFLOW_NAME, ReplyInput, RunInput, RunStatus, RunView, RunWorkflow, workflow_id_for
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult, run_workflow_id
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_AWAITING = 0, 1, 2, 3
+
+_FOLLOW_GRACE_SECONDS = 10.0
 
 
 class BadInput(Exception):
@@ -77,7 +81,10 @@ def _exit_code(status: str) -> int:
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None]) -> None:
-    if args.json:
+    if getattr(args, "events", False):
+        # The last line of an --events stream: the run as --json shows it, marked so a reader knows it is the end.
+        print(json.dumps({"kind": "result", **payload}, ensure_ascii=False, default=str))
+    elif args.json:
         print(json.dumps(payload, ensure_ascii=False, default=str))
     else:
         human()
@@ -106,23 +113,42 @@ def _print_view(view: RunView, ui_url: str | None) -> None:
         print(f"Web UI: {ui_url}", file=sys.stderr)
 
 
-async def _settle(client: Client, workflow_id: str, *, progress: bool, offset: int = 0) -> RunView:
-    """Wait until the run is waiting for input or has ended (following continue-as-new), showing progress
-    events from ``offset`` on."""
+def _progress(args: argparse.Namespace) -> Callable[[progress.Event], None] | None:
+    """How this command shows progress: JSON lines (``--events``), lines for people, or not at all (``--json``)."""
+    if args.events:
+        return progress.json_lines()
+    return None if args.json else progress.ProgressPrinter()
+
+
+async def _settle(
+    client: Client, workflow_id: str, *, show: Callable[[progress.Event], None] | None, offset: int = 0
+) -> RunView:
+    """Wait until the run is waiting for input or has ended (following continue-as-new), showing its progress
+    events from ``offset`` on as they happen."""
     handle = client.get_workflow_handle(workflow_id)
-    printer = asyncio.create_task(_follow(handle, offset)) if progress else None
+    follower = asyncio.create_task(progress.follow(client, workflow_id, show, offset=offset)) if show else None
+    view: RunView
     try:
         while True:
             try:
-                return await handle.execute_update("wait_settled", result_type=RunView)
+                view = await handle.execute_update("wait_settled", result_type=RunView)
+                break
             except (WorkflowUpdateFailedError, RPCError):
                 description = await handle.describe()
                 if description.status == WorkflowExecutionStatus.RUNNING:
                     continue  # continued as new between our call and its answer: ask the new run
-                return await _closed_view(handle)
+                view = await _closed_view(handle)
+                break
+        if follower is not None:
+            # The settling event is on its way; a run that cannot deliver it must not hold the command.
+            await asyncio.wait({follower}, timeout=_FOLLOW_GRACE_SECONDS)
     finally:
-        if printer is not None:
-            printer.cancel()
+        if follower is not None:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+        if isinstance(show, progress.ProgressPrinter):
+            show.close()
+    return view
 
 
 async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
@@ -147,38 +173,6 @@ async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
             turns=attributes.get(sa.TURNS) or 0,
             model=attributes.get(sa.MODEL) or "",
         )
-
-
-async def _follow(handle: WorkflowHandle[Any, Any], offset: int) -> None:
-    """Print progress events as the run makes them (people mode only)."""
-    while True:
-        try:
-            events = await handle.query("events", offset, result_type=list[dict[str, Any]])
-        except RPCError:
-            events = []
-        for event in events:
-            offset = event["seq"] + 1
-            line = _describe_event(event)
-            if line:
-                print(f"  · {line}", file=sys.stderr, flush=True)
-        await asyncio.sleep(0.3)
-
-
-def _describe_event(event: dict[str, Any]) -> str | None:
-    kind = event["kind"]
-    if kind == "model_call":
-        return f"turn {event.get('turn')}: calling the model"
-    if kind == "tool_call":
-        return f"tool {event.get('tool')} …"
-    if kind == "tool_result":
-        return f"tool {event.get('tool')} → {event.get('status')}"
-    if kind == "awaiting_input":
-        return "paused: waiting for an answer"
-    if kind == "resumed":
-        return "answer received, resuming"
-    if kind == "stopped":
-        return f"stopped: {event.get('reason')}"
-    return None
 
 
 async def _describe_thread(client: Client, workflow_id: str) -> Any:
@@ -258,7 +252,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             return EXIT_OK
-        view = await _settle(stack.client, workflow_id, progress=not args.json)
+        view = await _settle(stack.client, workflow_id, show=_progress(args))
         _emit(
             args,
             _view_payload(view, stack),
@@ -336,7 +330,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
         if args.option is not None:
             answer.option_id = _option_id(pending, args.option)
         answer.request_id = pending.get("request_id")
-        seen = len(await handle.query("events", 0, result_type=list[dict[str, Any]]))
+        seen = await progress.stream_offset(stack.client, workflow_id)
         if args.signal:
             await handle.signal("clarification_reply", _signal_payload(answer))
         else:
@@ -344,7 +338,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
                 await handle.execute_update("reply", answer, result_type=RunView)
             except WorkflowUpdateFailedError as exc:
                 raise BadInput(f"reply refused: {_root_message(exc)}") from None
-        view = await _settle(stack.client, workflow_id, progress=not args.json, offset=seen)
+        view = await _settle(stack.client, workflow_id, show=_progress(args), offset=seen)
         _emit(
             args,
             _view_payload(view, stack),
@@ -402,6 +396,77 @@ async def cmd_status(args: argparse.Namespace) -> int:
         payload = {**_view_payload(view, stack), "chain": chain}
         _emit(args, payload, lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
         return EXIT_OK
+
+
+async def cmd_runs(args: argparse.Namespace) -> int:
+    config = _config(args)
+    query = _runs_query(config, args.status, args.thread)
+    async with Stack(config, need_worker=False, ui=False, quiet=args.json) as stack:
+        rows = [_run_row(execution) async for execution in stack.client.list_workflows(query, limit=args.limit)]
+
+    def human() -> None:
+        if not rows:
+            print("no runs match", file=sys.stderr)
+            return
+        print(f"{'THREAD':<28} {'STATUS':<15} {'TURNS':>5}  {'STARTED':<20} {'MODEL':<28} STOP REASON")
+        for row in rows:
+            started = row["started_at"][:19].replace("T", " ") if row["started_at"] else "?"
+            print(
+                f"{row['thread_id']:<28} {row['status']:<15} {row['turns']:>5}  {started:<20} "
+                f"{_model_label(row['model']):<28} {row['stop_reason'] or ''}"
+            )
+
+    _emit(args, {"query": query, "runs": rows}, human)
+    return EXIT_OK
+
+
+def _runs_query(config: HartflowConfig, status: str | None, thread: str | None) -> str:
+    """A visibility query over hartflow runs; ids are validated first, so they cannot break out of the quotes."""
+    clauses = [f'WorkflowType = "{WORKFLOW_NAME}"', 'ExecutionStatus != "ContinuedAsNew"']
+    if status:
+        clauses.append(f'{sa.STATUS.name} = "{status}"')
+    if thread:
+        clauses.append(f'{sa.THREAD_ID.name} = "{_thread(config, thread).thread_id}"')
+    return " AND ".join(clauses)
+
+
+def _run_row(execution: WorkflowExecution) -> dict[str, Any]:
+    attributes = execution.typed_search_attributes
+    status = attributes.get(sa.STATUS) or "running"
+    if execution.status not in (None, WorkflowExecutionStatus.RUNNING) and status in ("running", "awaiting_input"):
+        # Terminated or timed out from outside: the run never got to say how it ended.
+        status = execution.status.name.lower()
+    return {
+        "thread_id": attributes.get(sa.THREAD_ID) or "",
+        "user_id": attributes.get(sa.USER_ID),
+        "workflow_id": execution.id,
+        "run_id": execution.run_id,
+        "status": status,
+        "execution_status": execution.status.name.lower() if execution.status else None,
+        "turns": attributes.get(sa.TURNS) or 0,
+        "model": attributes.get(sa.MODEL) or "",
+        "stop_reason": attributes.get(sa.STOP_REASON),
+        "started_at": execution.start_time.isoformat() if execution.start_time else None,
+        "closed_at": execution.close_time.isoformat() if execution.close_time else None,
+    }
+
+
+def _model_label(spec: str) -> str:
+    provider, _, name = spec.partition(":")
+    return f"{provider}:{Path(name).name}" if provider == "scripted" else spec
+
+
+async def cmd_events(args: argparse.Namespace) -> int:
+    config = _config(args)
+    thread = _thread(config, args.thread)
+    # Even a finished run answers the stream's queries only through a worker (it replays the run).
+    async with Stack(config, ui=False, quiet=True) as stack:
+        workflow_id = workflow_id_for(thread.thread_id)
+        if await _describe_thread(stack.client, workflow_id) is None:
+            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+        until = None if args.follow else await progress.stream_offset(stack.client, workflow_id)
+        await progress.follow(stack.client, workflow_id, progress.json_lines(), offset=args.start, until=until)
+    return EXIT_OK
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
@@ -472,7 +537,7 @@ def _message_payload(message: Any) -> dict[str, Any]:
 
 async def cmd_worker(args: argparse.Namespace) -> int:
     config = _config(args)
-    async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
+    async with Stack(config, need_worker=False, ui=False, quiet=True, serve_metrics=True) as stack:
         await ensure_search_attributes(stack.client, config.temporal.namespace)
         await ensure_sweeper_schedule(stack.client, config)
         worker = build_worker(stack.client, config)
@@ -486,10 +551,10 @@ async def cmd_worker(args: argparse.Namespace) -> int:
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = _config(args, **({"telemetry": {"traces": "console"}} if args.trace else {}))
     if config.temporal.address:
         raise BadInput("hartflow dev starts its own server; unset TEMPORAL_ADDRESS / temporal.address")
-    async with Stack(config, need_worker=False) as stack:
+    async with Stack(config, need_worker=False, serve_metrics=True) as stack:
         if not stack.embedded:
             raise BadInput(f"something already listens on 127.0.0.1:{config.temporal.embedded_port}")
         worker = build_worker(stack.client, config)
@@ -617,6 +682,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- entry point --------------------------------------------------------------------------------------------
 
 
+_EVENTS_HELP = "stream progress events as JSON lines on stdout; the last line is the result (kind: result)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="FILE", help="hartflow.yaml to use (default: ./hartflow.yaml)")
@@ -636,6 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--file", action="append", metavar="PATH", help="attach a file: copied into the thread's uploads (repeatable)"
     )
+    run.add_argument("--events", action="store_true", help=_EVENTS_HELP)
     run.set_defaults(handler=cmd_run)
 
     upload = sub.add_parser("upload", parents=[common], help="copy files into a thread's uploads folder")
@@ -649,7 +718,24 @@ def build_parser() -> argparse.ArgumentParser:
     reply.add_argument("--option", metavar="N", help="choose offered option N (1-based) or an option id")
     reply.add_argument("--field", action="append", metavar="NAME=VALUE", help="fill a form field (repeatable)")
     reply.add_argument("--signal", action="store_true", help="send a signal instead of a validated update")
+    reply.add_argument("--events", action="store_true", help=_EVENTS_HELP)
     reply.set_defaults(handler=cmd_reply)
+
+    runs = sub.add_parser("runs", parents=[common], help="list runs (the Temporal visibility API)")
+    runs.add_argument("--status", choices=list(get_args(RunStatus)), help="only runs in this status")
+    runs.add_argument("--thread", metavar="ID", help="only runs of this thread")
+    runs.add_argument("--limit", type=int, default=50, metavar="N", help="at most N runs, newest first (default 50)")
+    runs.set_defaults(handler=cmd_runs)
+
+    events = sub.add_parser(
+        "events", parents=[common], help="print a thread's progress events as JSON lines (resume with --from)"
+    )
+    events.add_argument("thread", metavar="THREAD")
+    events.add_argument(
+        "--from", dest="start", type=int, default=0, metavar="SEQ", help="start at this event (default 0)"
+    )
+    events.add_argument("--follow", action="store_true", help="keep following until the run pauses or ends")
+    events.set_defaults(handler=cmd_events)
 
     for name, handler, text in (
         ("status", cmd_status, "show the thread's current or last run"),
@@ -663,6 +749,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", parents=[common], help="run a worker against TEMPORAL_ADDRESS")
     worker.set_defaults(handler=cmd_worker)
     dev = sub.add_parser("dev", parents=[common], help="run the embedded stack in the foreground")
+    dev.add_argument("--trace", action="store_true", help="print every span to stderr (telemetry.traces: console)")
     dev.set_defaults(handler=cmd_dev)
     demo = sub.add_parser("demo", parents=[common], help="a scripted run: tools, a pause, the reply")
     demo.set_defaults(handler=cmd_demo)
@@ -697,11 +784,13 @@ def run_command(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; runs are durable — see them again with: hartflow status THREAD", file=sys.stderr)
         return 130
+    finally:
+        telemetry.flush()
 
 
 def _fail(args: argparse.Namespace, message: str) -> None:
     line = message.splitlines()[0] if message else "error"
-    if getattr(args, "json", False):
+    if getattr(args, "json", False) or getattr(args, "events", False):
         print(json.dumps({"error": line}))
     print(f"hartflow: error: {line}", file=sys.stderr)
 

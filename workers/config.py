@@ -16,6 +16,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from activities.sandbox.kubernetes import KubernetesSandboxSettings
+from activities.skills import SkillsSettings
 from workflows.settings import RunSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
@@ -37,6 +39,10 @@ class TemporalSettings(_Strict):
     task_queue: str = DEFAULT_TASK_QUEUE
     embedded_port: int = Field(7233, ge=1, le=65535, description="gRPC port of the embedded dev server")
     embedded_ui_port: int | None = Field(None, ge=1, le=65535, description="default: embedded_port + 1000")
+    deployment_name: str = Field("hartflow", min_length=1, description="Worker Deployment of versioned workers")
+    build_id: str | None = Field(
+        None, description="Worker Deployment versioning: this worker's build id (in k8s the image tag); unset = off"
+    )
 
 
 class StorageSettings(_Strict):
@@ -45,9 +51,27 @@ class StorageSettings(_Strict):
 
 
 class SandboxSettings(_Strict):
-    provider: Literal["local"] = "local"
+    provider: Literal["local", "kubernetes"] = "local"
     allow_host_bash: bool = False
     bash_timeout_seconds: float = Field(600, gt=0)
+    kubernetes: KubernetesSandboxSettings = Field(
+        default_factory=KubernetesSandboxSettings, description="used when provider is kubernetes"
+    )
+
+
+class TelemetrySettings(_Strict):
+    """Traces (OpenTelemetry, through Temporal's plugin) and the worker's SDK metrics (Prometheus)."""
+
+    traces: Literal["none", "console", "otlp"] = Field(
+        "none", description="where spans go: nowhere, stderr (hartflow dev --trace), or an OTLP/HTTP collector"
+    )
+    otlp_endpoint: str = Field(
+        "http://127.0.0.1:4318/v1/traces", description="the collector's OTLP/HTTP traces URL (traces: otlp)"
+    )
+    service_name: str = Field("hartflow", min_length=1, description="service.name of the exported spans")
+    prometheus_bind: str | None = Field(
+        None, description="host:port where this process serves Temporal SDK metrics at /metrics; unset = off"
+    )
 
 
 class HartflowConfig(_Strict):
@@ -57,6 +81,8 @@ class HartflowConfig(_Strict):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     sandbox: SandboxSettings = Field(default_factory=SandboxSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @property
     def home(self) -> Path:

@@ -32,9 +32,19 @@ EMBEDDED_HOST = "127.0.0.1"
 class Stack:
     """An async context manager giving a connected client (and a worker when one is needed)."""
 
-    def __init__(self, config: HartflowConfig, *, need_worker: bool = True, ui: bool = True, quiet: bool = False):
+    def __init__(
+        self,
+        config: HartflowConfig,
+        *,
+        need_worker: bool = True,
+        ui: bool = True,
+        quiet: bool = False,
+        serve_metrics: bool = False,
+    ):
         self.config = config
         self.need_worker = need_worker
+        self.serve_metrics = serve_metrics
+        """The command runs a long-lived worker of its own (``hartflow worker``, ``hartflow dev``)."""
         self.ui = ui
         self.quiet = quiet
         self.server: DevServer | None = None
@@ -72,7 +82,7 @@ class Stack:
         temporal = self.config.temporal
         if temporal.address or port_answers(EMBEDDED_HOST, temporal.embedded_port):
             address = temporal.address or f"{EMBEDDED_HOST}:{temporal.embedded_port}"
-            self._client = await connect(self.config, address)
+            self._client = await connect(self.config, address, serve_metrics=self.serve_metrics)
             await ensure_search_attributes(self._client, temporal.namespace)
             if self.need_worker:
                 await self._warn_without_worker()
@@ -89,7 +99,7 @@ class Stack:
             )
         )
         await asyncio.to_thread(self.server.start)
-        self._client = await connect(self.config, self.server.address)
+        self._client = await connect(self.config, self.server.address, serve_metrics=self.serve_metrics)
         if self.need_worker:
             self.worker = build_worker(self.client, self.config)
             self._worker_task = asyncio.create_task(self.worker.run())

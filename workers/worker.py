@@ -3,53 +3,127 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+)
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.worker import Worker
+from temporalio.worker import Worker, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from activities.guardrails import GuardrailActivities
+from activities.images import ImageActivities
+from activities.llm_breaker import LlmBreakerActivities
+from activities.memory_queue import MemoryQueueActivities
+from activities.memory_store import MemoryActivities
 from activities.model import ModelActivities
+from activities.sandbox.base import SandboxProvider
+from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
+from activities.sandbox_sweeper import SweeperActivities
+from activities.skills import SkillActivities
+from activities.thread_data import ThreadDataActivities
 from activities.thread_store import FilesystemThreadStore, ThreadStore, ThreadStoreActivities
+from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
+from activities.uploads import UploadActivities
+from workers import telemetry
 from workers.config import HartflowConfig
+from workflows.circuit_breaker import CircuitBreakerWorkflow
+from workflows.memory import MemoryWorkflow
 from workflows.run import RunWorkflow
+from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
 
 # langchain_core subclasses classes the sandbox restricts (http.client), so it must be passed through;
 # it is import-time pure, and passing it through also saves re-importing it for every workflow run.
-PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml")
+# opentelemetry: the dispatcher's hook spans must reach the process's (replay-safe) tracer provider, which a
+# sandbox-local copy of the module would not see.
+PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml", "opentelemetry")
 
-WORKFLOWS: Sequence[type] = (RunWorkflow,)
+WORKFLOWS: Sequence[type] = (RunWorkflow, CircuitBreakerWorkflow, SandboxSweeperWorkflow, MemoryWorkflow)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-    )
+    restrictions = SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    # The sandbox hands out ZoneInfo objects as restricted proxies, which datetime rejects; DynamicContext needs a
+    # real zone for the date it injects. Only the constructor is used (clear_cache/from_file stay unused).
+    members = restrictions.invalid_module_members.with_child_unrestricted("zoneinfo", "ZoneInfo")
+    return SandboxedWorkflowRunner(restrictions=dataclasses.replace(restrictions, invalid_module_members=members))
 
 
-async def connect(config: HartflowConfig, address: str | None = None) -> Client:
+async def connect(config: HartflowConfig, address: str | None = None, *, serve_metrics: bool = False) -> Client:
+    """A client for ``config``. ``serve_metrics``: this process runs a long-lived worker, whose SDK metrics it
+    serves for Prometheus when ``telemetry.prometheus_bind`` is set (short commands leave the port alone)."""
     target = address or config.temporal.address or f"127.0.0.1:{config.temporal.embedded_port}"
-    return await Client.connect(target, namespace=config.temporal.namespace, data_converter=pydantic_data_converter)
+    return await Client.connect(
+        target,
+        namespace=config.temporal.namespace,
+        data_converter=pydantic_data_converter,
+        # Workers built from this client inherit its plugins: traces cover the worker's side too.
+        plugins=telemetry.client_plugins(config.telemetry),
+        runtime=telemetry.runtime(config.telemetry) if serve_metrics else None,
+    )
 
 
 def thread_store(config: HartflowConfig) -> ThreadStore:
     return FilesystemThreadStore(config.home)
 
 
-def activities(config: HartflowConfig) -> list[Any]:
-    provider = LocalSandboxProvider(
-        config.home,
-        allow_host_bash=config.sandbox.allow_host_bash,
-        bash_timeout=config.sandbox.bash_timeout_seconds,
+def sandbox_provider(config: HartflowConfig) -> SandboxProvider:
+    sandbox = config.sandbox
+    if sandbox.provider == "kubernetes":
+        return KubernetesSandboxProvider(sandbox.kubernetes, bash_timeout=sandbox.bash_timeout_seconds)
+    return LocalSandboxProvider(
+        config.home, allow_host_bash=sandbox.allow_host_bash, bash_timeout=sandbox.bash_timeout_seconds
     )
+
+
+def _sweeper_activities(provider: SandboxProvider) -> list[Any]:
+    if not isinstance(provider, KubernetesSandboxProvider):
+        return []  # local sandboxes are the thread's folders: nothing outlives a run
+    sweeper = SweeperActivities(provider)
+    return [sweeper.inventory, sweeper.run_states]
+
+
+def activities(config: HartflowConfig) -> list[Any]:
+    provider = sandbox_provider(config)
     store = ThreadStoreActivities(thread_store(config))
     tools = ToolActivities(provider)
-    return [store.load, store.commit, ModelActivities().invoke, tools.execute, tools.release]
+    return [
+        store.load,
+        store.commit,
+        ModelActivities().invoke,
+        LlmBreakerActivities().check,
+        LlmBreakerActivities().report,
+        tools.execute,
+        tools.acquire,
+        tools.release,
+        GuardrailActivities().evaluate,
+        ToolOutputActivities(provider, config.home).externalize,
+        ThreadDataActivities(config.home).ensure_dirs,
+        UploadActivities(config.home).list_uploads,
+        MemoryActivities(config.home).load,
+        MemoryActivities(config.home).read,
+        MemoryActivities(config.home).save,
+        MemoryQueueActivities().enqueue,
+        ImageActivities(config.home).inspect,
+        ImageActivities(config.home).load,
+        SkillActivities(config.skills.root(config.home), config.skills).load,
+        *_sweeper_activities(provider),
+    ]
 
 
 def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any) -> Worker:
@@ -63,5 +137,53 @@ def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | No
         # A worker that dies is replaced quickly: its sticky queue is abandoned after 3 s, not 10 s.
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
         graceful_shutdown_timeout=timedelta(seconds=5),
+        deployment_config=deployment_config(config),
         **options,
     )
+
+
+def deployment_config(config: HartflowConfig) -> WorkerDeploymentConfig | None:
+    """Worker Deployment versioning when the config names a build id (in Kubernetes: the image tag).
+
+    Runs may wait days for an answer, so they move to the current version at their next workflow task
+    (auto-upgrade) rather than pinning old workers alive; a change that breaks replay needs ``workflow.patched``.
+    """
+    temporal = config.temporal
+    if not temporal.build_id:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=temporal.deployment_name, build_id=temporal.build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.AUTO_UPGRADE,
+    )
+
+
+SWEEPER_SCHEDULE_PREFIX = "hartflow-sandbox-sweeper-"
+
+
+async def ensure_sweeper_schedule(client: Client, config: HartflowConfig) -> str | None:
+    """Create (or bring up to date) the Schedule that runs the sandbox sweeper; one per task queue.
+
+    Every worker calls this at start, so the schedule follows the deployed config. ``None`` without
+    Kubernetes sandboxes.
+    """
+    if config.sandbox.provider != "kubernetes":
+        return None
+    settings, task_queue = config.sandbox.kubernetes, config.temporal.task_queue
+    schedule_id = f"{SWEEPER_SCHEDULE_PREFIX}{task_queue}"
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            SandboxSweeperWorkflow.run,
+            SweepInput(max_age_seconds=settings.max_age_seconds),
+            id=schedule_id,
+            task_queue=task_queue,
+            static_summary=f"sweep sandbox pods in {settings.namespace}",
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(seconds=settings.sweep_interval_seconds))]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+    try:
+        await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+        await client.get_schedule_handle(schedule_id).update(lambda _: ScheduleUpdate(schedule=schedule))
+    return schedule_id

@@ -47,6 +47,10 @@ class RunEvent:
     at: str
     data: dict[str, Any] = field(default_factory=dict)
 
+    def as_dict(self) -> dict[str, Any]:
+        """The wire shape (``events`` query, progress stream, ``hartflow run --events``): one flat object."""
+        return {"seq": self.seq, "kind": self.kind, "at": self.at, **self.data}
+
 
 class RunContext(ABC):
     """Per-run context handed to every hook (DeerFlow's ``runtime.context``, made deterministic)."""
@@ -63,6 +67,11 @@ class RunContext(ABC):
         """The sandbox a tool of this run acquired (DeerFlow's ``runtime.context["sandbox_id"]``)."""
         self.call_counts: dict[str, int] = {}
         self.events: list[RunEvent] = []
+        self.event_offset = 0
+        """Events emitted by earlier runs of this chain (before continue-as-new): ``seq`` counts on from here,
+        so it is the event's offset in the run's progress stream."""
+        self.publish: Callable[[RunEvent], None] | None = None
+        """Where each event goes besides ``events``: the run workflow's progress stream."""
 
     @property
     def user_id(self) -> str:
@@ -101,7 +110,10 @@ class RunContext(ABC):
         return index
 
     def emit(self, kind: str, **data: Any) -> None:
-        self.events.append(RunEvent(len(self.events), kind, self.now().isoformat(), data))
+        event = RunEvent(self.event_offset + len(self.events), kind, self.now().isoformat(), data)
+        self.events.append(event)
+        if self.publish is not None:
+            self.publish(event)
 
     def new_id_factory(self) -> Callable[[], str]:
         return self.uuid

@@ -9,17 +9,41 @@ workflow sandbox.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 
+from workflows.circuit_breaker import BreakerReport, Phase
 from workflows.state import ThreadState
 
 THREAD_LOAD = "thread.load"
 THREAD_COMMIT = "thread.commit"
 MODEL_INVOKE = "model.invoke"
+LLM_BREAKER_CHECK = "llm_breaker.check"
+LLM_BREAKER_REPORT = "llm_breaker.report"
+LLM_RETRY_SIGNAL = "llm_retry"
+"""The run workflow's signal a ``model.invoke`` attempt sends before Temporal retries it (progress only)."""
 TOOL_EXECUTE = "tool.execute"
+TOOL_OUTPUT_EXTERNALIZE = "tool_output.externalize"
+THREAD_ENSURE_DIRS = "thread.ensure_dirs"
+UPLOADS_LIST = "uploads.list"
 SANDBOX_RELEASE = "sandbox.release"
+SANDBOX_ACQUIRE = "sandbox.acquire"
+SANDBOX_INVENTORY = "sandbox.inventory"
+SANDBOX_RUN_STATES = "sandbox.run_states"
+GUARDRAIL_EVALUATE = "guardrail.evaluate"
+MEMORY_LOAD = "memory.load"
+MEMORY_READ = "memory.read"
+MEMORY_SAVE = "memory.save"
+MEMORY_ENQUEUE = "memory.enqueue"
+MEMORY_WORKFLOW = "HartflowMemory"
+MEMORY_WORKFLOW_ID_PREFIX = "hartflow-memory-"
+"""The per-user memory workflow's id is this prefix and the user id: one memory queue per user."""
+MEMORY_ENQUEUE_SIGNAL = "enqueue"
+IMAGE_INSPECT = "image.inspect"
+IMAGE_LOAD = "image.load"
+SKILL_LOAD = "skills.load"
 
 ModelPurpose = Literal["agent", "title", "summarization", "memory"]
 
@@ -56,6 +80,17 @@ class ThreadCommitResult:
 
 
 @dataclass
+class LlmRetryBudget:
+    """How ``model.invoke`` retries (DeerFlow's ``llm_call``): total attempts, and the jittered backoff used when
+    the provider sends no Retry-After. Per-reason budgets (burst-rate, stream timeouts) only tighten it."""
+
+    max_attempts: int = 3
+    base_delay_ms: int = 1000
+    cap_delay_ms: int = 8000
+    burst_base_delay_ms: int = 5000
+
+
+@dataclass
 class ModelCallInput:
     model: str
     """The model spec string, e.g. ``scripted:/path/script.json`` or ``openai:gpt-4o-mini``."""
@@ -68,6 +103,47 @@ class ModelCallInput:
     """0-based index of this call among the run's calls for ``purpose`` (scripted models key on it)."""
     run_key: str = ""
     """Identifies the run (workflow id + first run id) for providers that keep per-run state."""
+    retry: LlmRetryBudget = field(default_factory=LlmRetryBudget)
+    retry_signal: str | None = None
+    """Signal the calling workflow with an :class:`LlmRetryNotice` before each retry (``None``: don't)."""
+
+
+@dataclass
+class LlmRetryNotice:
+    """DeerFlow's ``llm_retry`` stream event, sent by the activity that failed and will be retried."""
+
+    attempt: int
+    max_attempts: int
+    wait_ms: int
+    reason: str
+    message: str
+
+
+@dataclass
+class BreakerCheckInput:
+    model: str
+    holder: str
+    """Who would hold the half-open probe: the run and its turn."""
+    probe_lease_seconds: float
+    """Release the probe after this long if the holder never reports (it vanished)."""
+
+
+@dataclass
+class BreakerCheckResult:
+    admitted: bool
+    probe: bool = False
+    """The caller holds the half-open probe: it must report the outcome, or release the probe."""
+    report_success: bool = False
+    """The breaker has something a success resets (failures, or a probe), so a success must be reported."""
+    phase: Phase = "closed"
+    retry_in_seconds: float = 0.0
+    """For a denied call: how long until the breaker may admit one again."""
+
+
+@dataclass
+class BreakerReportInput:
+    model: str
+    report: BreakerReport
 
 
 @dataclass
@@ -94,21 +170,359 @@ class SandboxReleaseInput:
     sandbox_id: str
 
 
+@dataclass
+class SandboxAcquireInput:
+    thread: ThreadRef
+
+
+@dataclass
+class SandboxAcquireResult:
+    sandbox_id: str
+
+
+@dataclass
+class SandboxRecord:
+    """One sandbox (a Kubernetes pod) as the sweeper and ``hartflow sandboxes list`` see it."""
+
+    sandbox_id: str
+    pod: str
+    user_id: str
+    thread_id: str
+    workflow_id: str
+    """The run workflow that acquired it; empty when unknown."""
+    created_at: datetime | None
+    ready: bool
+
+
+@dataclass
+class SandboxInventory:
+    sandboxes: list[SandboxRecord]
+
+
+@dataclass
+class RunStatesInput:
+    workflow_ids: list[str]
+
+
+@dataclass
+class RunStates:
+    states: dict[str, Literal["running", "closed", "missing"]]
+    """Per workflow id: its latest execution is running, has closed, or never existed."""
+
+
+@dataclass
+class GuardrailRequest:
+    """One tool call as a guardrail provider sees it (DeerFlow's ``GuardrailRequest``, same fields)."""
+
+    tool_name: str
+    tool_input: dict[str, Any]
+    agent_id: str | None = None
+    """The configured ``guardrails.passport``."""
+    thread_id: str | None = None
+    is_subagent: bool = False
+    timestamp: str = ""
+    """UTC ISO-8601, from the run's clock."""
+    user_id: str | None = None
+    user_role: str | None = None
+    oauth_provider: str | None = None
+    oauth_id: str | None = None
+    run_id: str | None = None
+    tool_call_id: str | None = None
+    channel_user_id: str | None = None
+    is_internal: bool = False
+    authz_attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GuardrailReason:
+    code: str
+    message: str = ""
+
+
+@dataclass
+class GuardrailDecision:
+    allow: bool
+    reasons: list[GuardrailReason] = field(default_factory=list)
+    policy_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GuardrailEvaluateInput:
+    """Evaluate ``request`` with the custom provider class ``use`` (``module:Class``) built from ``config``."""
+
+    use: str
+    config: dict[str, Any]
+    request: GuardrailRequest
+
+
+@dataclass
+class ExternalizeInput:
+    """Save an oversized tool output where the thread's sandbox sees it (``path`` is a virtual path)."""
+
+    thread: ThreadRef
+    sandbox_id: str | None
+    """The thread's live sandbox; without one, only providers that share the host's thread folders can save."""
+    path: str
+    content: str
+
+
+@dataclass
+class ExternalizeResult:
+    saved: bool
+    error: str | None = None
+
+
+@dataclass
+class ThreadDirsInput:
+    thread: ThreadRef
+
+
+@dataclass
+class ThreadDirsResult:
+    created: list[str]
+    """The user-data folders, relative to the storage home."""
+
+
+@dataclass
+class UploadsListInput:
+    thread: ThreadRef
+    filenames: list[str]
+    """Names in the thread's uploads folder; names with path components are ignored."""
+    outline_limit: int = 10
+    """Outlines are read for the first ``outline_limit`` present files only (those the prompt lists)."""
+
+
+@dataclass
+class OutlineEntry:
+    title: str
+    line: int
+    """1-based line of the heading in the sibling ``.md``."""
+
+
+@dataclass
+class UploadedFile:
+    filename: str
+    size: int
+    """Bytes on disk."""
+    outline: list[OutlineEntry] = field(default_factory=list)
+    outline_truncated: bool = False
+    outline_preview: list[str] = field(default_factory=list)
+    """First lines of the ``.md`` when it has no headings."""
+
+
+@dataclass
+class UploadsListResult:
+    files: list[UploadedFile]
+    """The requested files that exist as regular files, in request order."""
+
+
+@dataclass
+class MemoryLoadInput:
+    user_id: str
+    max_tokens: int = 2000
+    """DeerFlow's ``memory.max_injection_tokens``: the formatted memory is cut to this many tokens."""
+
+
+@dataclass
+class MemoryContext:
+    content: str
+    """The user's memory formatted for injection (without the ``<memory>`` tags); empty: nothing to inject."""
+
+
+@dataclass
+class MemoryUpdateSettings:
+    """How the memory workflow treats a queued conversation (from the run's ``middlewares.memory``)."""
+
+    model: str
+    """Model spec of the extraction call."""
+    debounce_seconds: float = 30
+    fact_confidence_threshold: float = 0.7
+    max_facts: int = 100
+
+
+@dataclass
+class MemoryItem:
+    """One run's conversation (user turns and final answers only) queued for memory extraction."""
+
+    id: str
+    """The run's ``{workflow id}/{run id}``: a retried enqueue is recognised and dropped."""
+    thread_id: str
+    messages: list[AnyMessage]
+    settings: MemoryUpdateSettings
+
+
+@dataclass
+class MemoryEnqueueInput:
+    user_id: str
+    item: MemoryItem
+
+
+@dataclass
+class MemoryWorkflowInput:
+    user_id: str
+    pending: list[MemoryItem] = field(default_factory=list)
+    """Conversations queued but not yet extracted (carried across continue-as-new)."""
+    model_calls: int = 0
+    """Extraction calls made so far: the next call's ``call_index``."""
+    extractions: int = 0
+    seen: list[str] = field(default_factory=list)
+    """Ids of the most recently accepted items."""
+
+
+@dataclass
+class MemoryReadInput:
+    user_id: str
+
+
+@dataclass
+class MemoryDocument:
+    data: dict[str, Any]
+    """The user's memory document (``activities/memory_store.py`` describes its shape)."""
+
+
+@dataclass
+class MemorySaveInput:
+    user_id: str
+    data: dict[str, Any]
+
+
+@dataclass
+class ImageInspectInput:
+    thread: ThreadRef
+    path: str
+    """The virtual path the model asked ``view_image`` for."""
+
+
+@dataclass
+class ImageInspectResult:
+    """What ``view_image`` records about an image, or the ``Error: ...`` text the model gets instead."""
+
+    error: str | None = None
+    mime_type: str = ""
+    size: int = 0
+    sha256: str = ""
+    actual_path: str = ""
+    """The file relative to the storage home."""
+
+
+@dataclass
+class ViewedImage:
+    path: str
+    mime_type: str
+    size: int
+    sha256: str | None = None
+
+
+@dataclass
+class ImageLoadInput:
+    thread: ThreadRef
+    images: list[ViewedImage]
+
+
+@dataclass
+class ImageLoadResult:
+    data_urls: list[str | None]
+    """Per requested image, in order: a ``data:`` URL, or ``None`` when the file is gone, changed or too big."""
+
+
+@dataclass
+class SkillLoadInput:
+    name: str
+    available: list[str] | None = None
+    """The skills this agent may activate; ``None``: every enabled skill."""
+
+
+SkillLoadStatus = Literal["loaded", "not_installed", "disabled", "not_available", "unreadable"]
+
+
+@dataclass
+class SkillLoadResult:
+    status: SkillLoadStatus
+    category: str = ""
+    """``public`` or ``custom``."""
+    container_path: str = ""
+    """Where the SKILL.md appears inside a sandbox, e.g. ``/mnt/skills/public/pdf/SKILL.md``."""
+    content: str = ""
+    sha256: str = ""
+    """Hex digest of the UTF-8 content."""
+
+
 __all__ = [
+    "GUARDRAIL_EVALUATE",
+    "IMAGE_INSPECT",
+    "IMAGE_LOAD",
+    "LLM_BREAKER_CHECK",
+    "LLM_BREAKER_REPORT",
+    "LLM_RETRY_SIGNAL",
+    "MEMORY_ENQUEUE",
+    "MEMORY_ENQUEUE_SIGNAL",
+    "MEMORY_LOAD",
+    "MEMORY_READ",
+    "MEMORY_SAVE",
+    "MEMORY_WORKFLOW",
+    "MEMORY_WORKFLOW_ID_PREFIX",
     "MODEL_INVOKE",
+    "SANDBOX_ACQUIRE",
+    "SANDBOX_INVENTORY",
     "SANDBOX_RELEASE",
+    "SANDBOX_RUN_STATES",
+    "SKILL_LOAD",
     "THREAD_COMMIT",
+    "THREAD_ENSURE_DIRS",
     "THREAD_LOAD",
     "TOOL_EXECUTE",
+    "TOOL_OUTPUT_EXTERNALIZE",
+    "UPLOADS_LIST",
     "AIMessage",
+    "BreakerCheckInput",
+    "BreakerCheckResult",
+    "BreakerReportInput",
+    "ExternalizeInput",
+    "ExternalizeResult",
+    "GuardrailDecision",
+    "GuardrailEvaluateInput",
+    "GuardrailReason",
+    "GuardrailRequest",
+    "ImageInspectInput",
+    "ImageInspectResult",
+    "ImageLoadInput",
+    "ImageLoadResult",
+    "LlmRetryBudget",
+    "LlmRetryNotice",
+    "MemoryContext",
+    "MemoryDocument",
+    "MemoryEnqueueInput",
+    "MemoryItem",
+    "MemoryLoadInput",
+    "MemoryReadInput",
+    "MemorySaveInput",
+    "MemoryUpdateSettings",
+    "MemoryWorkflowInput",
     "ModelCallInput",
     "ModelPurpose",
+    "OutlineEntry",
+    "RunStates",
+    "RunStatesInput",
+    "SandboxAcquireInput",
+    "SandboxAcquireResult",
+    "SandboxInventory",
+    "SandboxRecord",
     "SandboxReleaseInput",
+    "SkillLoadInput",
+    "SkillLoadResult",
+    "SkillLoadStatus",
     "ThreadCommitInput",
     "ThreadCommitResult",
+    "ThreadDirsInput",
+    "ThreadDirsResult",
     "ThreadLoadInput",
     "ThreadRef",
     "ThreadSnapshot",
     "ToolCallInput",
     "ToolCallOutput",
+    "UploadedFile",
+    "UploadsListInput",
+    "UploadsListResult",
+    "ViewedImage",
 ]

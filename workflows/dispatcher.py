@@ -6,21 +6,30 @@
   phase (in LangGraph each hook is a node and the jump leaves from that node).
 
 Hooks a middleware does not override are skipped entirely, so pure pass-through middlewares cost nothing.
+
+In a traced run every hook call is an OpenTelemetry span named ``Middleware.hook`` (attributes: middleware,
+hook, thread, run, turn). A wrap hook's span encloses the spans of the wrappers inside it and of the model or
+tool activity, so a trace reads like the chain. The spans come from Temporal's replay-safe tracer provider:
+replaying history neither duplicates them nor changes their ids.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from langchain_core.messages import AIMessage
+from opentelemetry import trace
+from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
 from middlewares.base import Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
 from workflows.context import RunContext
 from workflows.state import ThreadState, apply_update
 
 JUMP_TARGETS = frozenset({"model", "end"})
+TRACER_NAME = "hartflow.middleware"
 
 
 @dataclass
@@ -55,7 +64,8 @@ class Dispatcher:
     async def _run_phase(self, hook: str, state: ThreadState, *, reverse: bool) -> PhaseResult:
         middlewares = self._by_hook[hook]
         for mw in reversed(middlewares) if reverse else middlewares:
-            update = await getattr(mw, hook)(state, self.ctx)
+            with hook_span(mw, hook, self.ctx):
+                update = await getattr(mw, hook)(state, self.ctx)
             if not update:
                 continue
             state = apply_update(state, update, new_id=self.ctx.uuid)
@@ -80,8 +90,36 @@ class Dispatcher:
 
 
 async def _wrap_model(mw: Middleware, inner: ModelHandler, request: ModelRequest) -> AIMessage:
-    return await mw.wrap_model_call(request, inner)
+    with hook_span(mw, "wrap_model_call", request.ctx):
+        return await mw.wrap_model_call(request, inner)
 
 
 async def _wrap_tool(mw: Middleware, inner: ToolHandler, request: ToolCallRequest) -> ToolResult:
-    return await mw.wrap_tool_call(request, inner)
+    with hook_span(mw, "wrap_tool_call", request.ctx, tool=request.name):
+        return await mw.wrap_tool_call(request, inner)
+
+
+@contextlib.contextmanager
+def hook_span(mw: Middleware, hook: str, ctx: RunContext, *, tool: str | None = None) -> Iterator[None]:
+    """The span of one hook call, when the run is traced.
+
+    Traced means Temporal's OpenTelemetry plugin put a span around this workflow (its context is current) and
+    the process's tracer provider is the replay-safe one. Any other provider would emit every span again on
+    each replay, so hooks stay untraced rather than wrong.
+    """
+    if not trace.get_current_span().get_span_context().is_valid or not isinstance(
+        trace.get_tracer_provider(), ReplaySafeTracerProvider
+    ):
+        yield
+        return
+    attributes: dict[str, str | int] = {
+        "hartflow.middleware": mw.name,
+        "hartflow.hook": hook,
+        "hartflow.thread_id": ctx.thread_id,
+        "hartflow.run_id": ctx.run_id,
+        "hartflow.turn": ctx.turn,
+    }
+    if tool is not None:
+        attributes["hartflow.tool"] = tool
+    with trace.get_tracer(TRACER_NAME).start_as_current_span(f"{mw.name}.{hook}", attributes=attributes):
+        yield

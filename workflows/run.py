@@ -19,25 +19,30 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, cast
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
+from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 from temporalio.workflow import HandlerUnfinishedPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
 
 from middlewares.base import Command, Middleware, ModelRequest, ToolCallRequest, ToolResult
 from middlewares.chain import build_lead_chain, describe
+from middlewares.llm_error_handling import model_retry_policy, retry_budget
+from middlewares.token_usage import TokenUsageMiddleware
 from workflows import search_attributes as sa
 from workflows.context import ActivityOptions, TemporalRunContext
 from workflows.contracts import (
+    LLM_RETRY_SIGNAL,
     MODEL_INVOKE,
     THREAD_COMMIT,
     THREAD_LOAD,
     TOOL_EXECUTE,
+    LlmRetryNotice,
     ModelCallInput,
     ThreadCommitInput,
     ThreadCommitResult,
@@ -48,7 +53,14 @@ from workflows.contracts import (
     ToolCallOutput,
 )
 from workflows.dispatcher import Dispatcher
-from workflows.human_input import InvalidReplyError, Reply, parse_reply, response_message, validate_reply
+from workflows.human_input import (
+    InvalidReplyError,
+    Reply,
+    parse_reply,
+    request_markdown,
+    response_message,
+    validate_reply,
+)
 from workflows.messages import message_text
 from workflows.prompt import SYSTEM_PROMPT
 from workflows.settings import RunSettings
@@ -59,6 +71,10 @@ WORKFLOW_NAME = "HartflowRun"
 WORKFLOW_ID_PREFIX = "hartflow-"
 
 RunStatus = Literal["running", "awaiting_input", "completed", "error", "cancelled"]
+
+PROGRESS_TOPIC = "progress"
+"""The workflow-stream topic carrying the run's progress events (``RunEvent.as_dict()``)."""
+_VISIBILITY_PATCH = "hartflow-visibility-sync"
 
 STOP_RECURSION_LIMIT = "recursion_limit"
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
@@ -85,6 +101,8 @@ class CarriedRun:
     stop_reason: str | None
     sandbox_id: str | None
     memory: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stream: WorkflowStreamState | None = None
+    """The progress stream (its events and offsets), so a subscriber reads on across the continue-as-new."""
 
 
 @dataclass
@@ -112,6 +130,9 @@ class RunView:
     pending_input: dict[str, Any] | None
     turns: int
     model: str
+    usage: dict[str, int] | None = None
+    """The run's token totals (``input_tokens``, ``output_tokens``, ``total_tokens``); ``None`` when
+    TokenUsage is off."""
 
 
 @dataclass
@@ -138,7 +159,7 @@ class RunWorkflow:
         self._chain: list[Middleware] = build_lead_chain(input.settings)
         self._catalog = ToolCatalog.builtin(
             exclude=frozenset({"ask_clarification"}) if input.settings.non_interactive else frozenset()
-        )
+        ).with_tools(tool for mw in self._chain for tool in mw.tools())
         self._status: RunStatus = "running"
         self._pending: dict[str, Any] | None = None
         self._reply: Reply | None = None
@@ -149,6 +170,13 @@ class RunWorkflow:
         self._notice: str | None = None
         self._state = ThreadState()
         self._continue_as_new_requested = False
+        # Progress events also go to a workflow stream: ``hartflow run`` follows it live, and a client that
+        # reconnects resumes from its offset. The SDK requires building it here, in __init__.
+        prior = input.carried.stream if input.carried is not None else None
+        self._stream = WorkflowStream(prior_state=prior)
+        progress = self._stream.topic(PROGRESS_TOPIC, type=dict)
+        self._ctx.event_offset = prior.base_offset + len(prior.log) if prior is not None else 0
+        self._ctx.publish = lambda event: progress.publish(event.as_dict())
 
     # -- the run ------------------------------------------------------------------------------------------
 
@@ -159,6 +187,7 @@ class RunWorkflow:
         if input.carried is None:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
         await self._start(input)
+        self._sync_search_attributes()
         failure: BaseException | None = None
         try:
             if input.carried is None:
@@ -167,6 +196,8 @@ class RunWorkflow:
         except BaseException as exc:  # cancellation too: after_agent is the compensation
             failure = exc
         if failure is None and self._continue_as_new_requested:
+            # Release the stream's waiting subscribers (new ones retry until the continued run answers).
+            self._stream.detach_pollers()
             await self._commit()
             self._continue_as_new()
         try:
@@ -228,6 +259,7 @@ class RunWorkflow:
 
             ctx.turn += 1
             self._model_calls += 1
+            self._sync_search_attributes()
             self._update_details()
             request = ModelRequest(
                 messages=list(self._state.messages),
@@ -255,7 +287,7 @@ class RunWorkflow:
 
             state = self._state
             results = await asyncio.gather(
-                *(self._run_tool(dispatcher, state, call) for call in calls), return_exceptions=True
+                *(self._run_tool(dispatcher, state, dict(call)) for call in calls), return_exceptions=True
             )
             interrupt: dict[str, Any] | None = None
             for result in results:
@@ -278,30 +310,42 @@ class RunWorkflow:
     async def _invoke_model(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx
         settings = ctx.settings.model_call
+        llm = ctx.settings.middlewares.llm_error_handling
         ctx.emit("model_call", turn=ctx.turn)
         return await ctx.call(
             MODEL_INVOKE,
             ModelCallInput(
                 model=request.model,
-                messages=list(request.messages),
+                messages=cast(list[AnyMessage], list(request.messages)),
                 system_message=request.system_message,
                 tools=[tool.schema() for tool in request.tools],
                 purpose="agent",
                 call_index=ctx.next_call_index("agent"),
                 run_key=f"{ctx.workflow_id}/{ctx.run_id}",
+                retry=retry_budget(llm),
+                retry_signal=LLM_RETRY_SIGNAL,
             ),
             result_type=AIMessage,
             summary=f"model {_model_label(request.model)} · turn {ctx.turn}",
             options=ActivityOptions(
                 start_to_close=timedelta(seconds=settings.timeout_seconds),
                 heartbeat=timedelta(seconds=settings.heartbeat_seconds),
-                retry=RetryPolicy(
-                    initial_interval=timedelta(seconds=1),
-                    backoff_coefficient=2.0,
-                    maximum_interval=timedelta(seconds=8),
-                    maximum_attempts=settings.max_attempts,
-                ),
+                retry=model_retry_policy(llm),
             ),
+        )
+
+    @workflow.signal(
+        name=LLM_RETRY_SIGNAL,
+        description="A model.invoke attempt failed and Temporal will retry it (recorded as an llm_retry event).",
+    )
+    def llm_retry(self, notice: LlmRetryNotice) -> None:
+        self._ctx.emit(
+            "llm_retry",
+            attempt=notice.attempt,
+            max_attempts=notice.max_attempts,
+            wait_ms=notice.wait_ms,
+            reason=notice.reason,
+            message=notice.message,
         )
 
     async def _run_tool(self, dispatcher: Dispatcher, state: ThreadState, call: dict[str, Any]) -> ToolResult:
@@ -320,15 +364,18 @@ class RunWorkflow:
                 status="error",
                 id=ctx.uuid(),
             )
-        self._last_tool = name
-        ctx.emit("tool_call", tool=name, call_id=call_id)
+        preview = _preview(request.args)
+        label = f"{name} · {preview}" if preview else name
+        self._last_tool = label
+        self._update_details()
+        ctx.emit("tool_call", tool=name, call_id=call_id, args=preview)
         settings = ctx.settings.tool_call
         sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
         output = await ctx.call(
             TOOL_EXECUTE,
             ToolCallInput(ctx.thread, request.tool_call, sandbox_id=sandbox_id, run_key=ctx.workflow_id),
             result_type=ToolCallOutput,
-            summary=f"tool {name} · {_preview(request.args)}",
+            summary=f"tool {label}",
             options=ActivityOptions(
                 start_to_close=timedelta(seconds=settings.timeout_seconds),
                 heartbeat=timedelta(seconds=settings.heartbeat_seconds),
@@ -424,9 +471,20 @@ class RunWorkflow:
     def chain(self) -> list[str]:
         return describe(self._chain)
 
-    @workflow.query(name="events", description="Progress events from the given offset (turns, tools, pauses).")
+    @workflow.query(
+        name="events",
+        description="Progress events (turns, tools, retries, pauses) from the given seq on, since the last "
+        "continue-as-new; the workflow stream's topic 'progress' has the whole run.",
+    )
     def events(self, offset: int = 0) -> list[dict[str, Any]]:
-        return [{"seq": e.seq, "kind": e.kind, "at": e.at, **e.data} for e in self._ctx.events[max(offset, 0) :]]
+        return [event.as_dict() for event in self._ctx.events if event.seq >= offset]
+
+    @workflow.query(
+        name="state",
+        description="The thread state in brief: one line per message, title, todos, artifacts, sandbox, uploads.",
+    )
+    def state(self) -> dict[str, Any]:
+        return _state_brief(self._state)
 
     @workflow.update(
         name="wait_settled",
@@ -461,6 +519,9 @@ class RunWorkflow:
             self._set_status("cancelled")
         else:
             self._set_status("error")
+        self._ctx.emit("run_finished", status=self._status, stop_reason=self._ctx.stop_reason)
+        # Stream subscribers get their last events now; waiting for them to stop polling would never end.
+        self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if failure is None:
             return self._view()
@@ -479,6 +540,7 @@ class RunWorkflow:
             stop_reason=ctx.stop_reason,
             sandbox_id=ctx.sandbox_id,
             memory={mw.name: memory for mw in self._chain if (memory := mw.export_memory()) is not None},
+            stream=self._stream.get_state(),
         )
         workflow.continue_as_new(
             RunInput(
@@ -493,23 +555,50 @@ class RunWorkflow:
 
     def _set_status(self, status: RunStatus) -> None:
         self._status = status
-        updates = [sa.STATUS.value_set(status), sa.TURNS.value_set(self._ctx.turn)]
-        if self._ctx.stop_reason:
-            updates.append(sa.STOP_REASON.value_set(self._ctx.stop_reason))
-        workflow.upsert_search_attributes(updates)
+        self._sync_search_attributes(status_changed=True)
         self._update_details()
+
+    def _sync_search_attributes(self, *, status_changed: bool = False) -> None:
+        """Bring the run's search attributes up to date: thread, user and model (whoever started the run),
+        status, turns and stop reason. Only values that changed are upserted, so an unchanged run adds no
+        history event."""
+        ctx = self._ctx
+        if not workflow.patched(_VISIBILITY_PATCH):
+            # Runs started before this patch upserted status and turns on each status change, and nothing else;
+            # replaying them must issue exactly those commands.
+            if status_changed:
+                legacy: list[SearchAttributeUpdate[Any]] = [
+                    sa.STATUS.value_set(self._status),
+                    sa.TURNS.value_set(ctx.turn),
+                ]
+                if ctx.stop_reason:
+                    legacy.append(sa.STOP_REASON.value_set(ctx.stop_reason))
+                workflow.upsert_search_attributes(legacy)
+            return
+        wanted: list[tuple[SearchAttributeKey[Any], str | int | None]] = [
+            (sa.THREAD_ID, ctx.thread_id),
+            (sa.USER_ID, ctx.user_id),
+            (sa.MODEL, ctx.model),
+            (sa.STATUS, self._status),
+            (sa.TURNS, ctx.turn),
+            (sa.STOP_REASON, ctx.stop_reason),
+        ]
+        current = workflow.info().typed_search_attributes
+        updates = [key.value_set(value) for key, value in wanted if value is not None and current.get(key) != value]
+        if updates:
+            workflow.upsert_search_attributes(updates)
 
     def _update_details(self) -> None:
         ctx = self._ctx
         lines = [f"**Status:** {self._status} · turn {ctx.turn}"]
+        if self._final_message and self._status != "running":
+            lines.append(f"**Answer:** {_shorten(self._final_message, 300)}")
         if self._last_tool:
             lines.append(f"**Last tool:** {self._last_tool}")
         if ctx.stop_reason:
             lines.append(f"**Stop reason:** {ctx.stop_reason}")
         if self._pending:
-            lines.append(f"**Waiting for an answer:** {self._pending.get('question', '')}")
-            for option in self._pending.get("options") or []:
-                lines.append(f"- `{option['id']}` {option['label']}")
+            lines.extend(request_markdown(self._pending))
         if self._notice:
             lines.append(f"**Notice:** {self._notice}")
         workflow.set_current_details("\n\n".join(lines))
@@ -526,6 +615,7 @@ class RunWorkflow:
             pending_input=self._pending,
             turns=ctx.turn,
             model=ctx.model,
+            usage=next((mw.usage() for mw in self._chain if isinstance(mw, TokenUsageMiddleware)), None),
         )
 
 
@@ -551,6 +641,39 @@ def _preview(args: Any, limit: int = 60) -> str:
     if isinstance(args, dict):
         for key in ("command", "path", "pattern", "question"):
             if isinstance(args.get(key), str):
-                text = " ".join(args[key].split())
-                return text if len(text) <= limit else text[: limit - 1] + "…"
+                return _shorten(args[key], limit)
     return ""
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _state_brief(state: ThreadState) -> dict[str, Any]:
+    """The ``state`` query: every channel that has a value; messages and the summary cut to one line each,
+    images as their paths only."""
+    brief: dict[str, Any] = {
+        key: value
+        for key, value in state.model_dump(mode="json", exclude={"messages", "viewed_images"}).items()
+        if value not in (None, [], {})
+    }
+    if state.viewed_images:
+        brief["viewed_images"] = sorted(state.viewed_images)
+    if state.summary_text:
+        brief["summary_text"] = _shorten(state.summary_text, 200)
+    brief["messages"] = [
+        {
+            "type": message.type,
+            **({"name": message.name} if message.name else {}),
+            "text": _shorten(message_text(message), 200),
+            **(
+                {"tool_calls": [call["name"] for call in message.tool_calls]}
+                if isinstance(message, AIMessage) and message.tool_calls
+                else {}
+            ),
+        }
+        for message in state.messages
+    ]
+    return brief

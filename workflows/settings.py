@@ -15,15 +15,28 @@ class _Strict(BaseModel):
 
 
 class ModelCallSettings(_Strict):
-    timeout_seconds: float = Field(600, gt=0, description="start-to-close timeout of one model attempt")
-    heartbeat_seconds: float = Field(30, gt=0, description="a worker that dies mid-call is noticed after this")
-    max_attempts: int = Field(3, ge=1, description="total attempts of a retriable provider error")
+    """Timeouts of one model attempt. How many attempts, and the waits between them, are LLMErrorHandling's
+    config (``middlewares.llm_error_handling.llm_call``), so the retry policy and the per-reason budget the
+    activity enforces come from one place."""
+
+    timeout_seconds: float = Field(default=600, gt=0, description="start-to-close timeout of one model attempt")
+    heartbeat_seconds: float = Field(default=30, gt=0, description="a worker that dies mid-call is noticed after this")
 
 
 class ToolCallSettings(_Strict):
     timeout_seconds: float = Field(900, gt=0, description="start-to-close timeout of one tool attempt")
     heartbeat_seconds: float = Field(30, gt=0)
     max_attempts: int = Field(3, ge=1, description="attempts when a tool activity itself fails")
+
+
+class ModelCapabilities(_Strict):
+    """What the run's model can do (DeerFlow declares these per model: ``supports_vision``, ``context_window``).
+    Chain conditions and limits read them; nothing probes the provider."""
+
+    vision: bool = Field(default=False, description="the model takes images: adds ViewImage and the view_image tool")
+    max_input_tokens: int | None = Field(
+        default=None, ge=1, description="context window; fraction-based summarization needs it"
+    )
 
 
 class RunSettings(_Strict):
@@ -35,10 +48,12 @@ class RunSettings(_Strict):
     max_message_chars: int = Field(100_000, ge=1, description="longest user message a run accepts")
     model_call: ModelCallSettings = Field(default_factory=ModelCallSettings)
     tool_call: ToolCallSettings = Field(default_factory=ToolCallSettings)
+    model_capabilities: ModelCapabilities = Field(default_factory=ModelCapabilities)
     middlewares: MiddlewareSettings = Field(default_factory=MiddlewareSettings)
     extensions: list[str] = Field(
         default_factory=list,
-        description="extra middlewares as 'module:Class' (zero-argument), placed before Clarification",
+        description="extra middlewares as 'module:Class' (zero-argument), placed after LoopDetection, before "
+        "SafetyFinishReason and Clarification",
     )
 
     @property

@@ -6,6 +6,7 @@ request and the flags that change control flow (``return_direct``, ``sandbox``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,6 +167,15 @@ class ToolCatalog:
     @classmethod
     def builtin(cls, *, exclude: frozenset[str] = frozenset()) -> ToolCatalog:
         return cls({t.name: t for t in BUILTIN_TOOLS if t.name not in exclude})
+
+    def with_tools(self, extra: Iterable[ToolSpec]) -> ToolCatalog:
+        """This catalog plus tools the middleware chain contributes (``Middleware.tools``), after the built-ins."""
+        tools = dict(self.tools)
+        for tool in extra:
+            if tool.name in tools:
+                raise ValueError(f"tool {tool.name!r} is contributed twice")
+            tools[tool.name] = tool
+        return ToolCatalog(tools)
 
     def get(self, name: str) -> ToolSpec | None:
         return self.tools.get(name)

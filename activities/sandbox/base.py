@@ -106,8 +106,11 @@ class SandboxProvider(ABC):
     outputs on the host instead of through the sandbox)."""
 
     @abstractmethod
-    def acquire(self, user_id: str, thread_id: str) -> str:
-        """Return the thread's sandbox id, creating the sandbox if needed; calling it again is harmless."""
+    def acquire(self, user_id: str, thread_id: str, *, run_key: str = "") -> str:
+        """Return the thread's sandbox id, creating the sandbox if needed; calling it again is harmless.
+
+        ``run_key`` is the acquiring run's workflow id; providers that create resources label them with it.
+        """
 
     @abstractmethod
     def get(self, sandbox_id: str) -> Sandbox | None:

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Protocol
 
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, InvalidIdError, ThreadPaths
 from activities.sandbox.base import GrepMatch, Sandbox, SandboxError, SandboxProvider
@@ -106,9 +106,10 @@ class _PipeReader(threading.Thread):
     """Drains one pipe in the background so the command never blocks on a full pipe buffer and the
     caller can stop waiting for EOF when a backgrounded process keeps the pipe open."""
 
-    def __init__(self, pipe: IO[bytes]) -> None:
+    def __init__(self, pipe: IO[bytes], limit: int) -> None:
         super().__init__(daemon=True)
         self._pipe = pipe
+        self._limit = limit
         self._chunks: list[bytes] = []
         self._kept = 0
         self._total = 0
@@ -120,7 +121,7 @@ class _PipeReader(threading.Thread):
             while chunk := os.read(self._pipe.fileno(), 65536):
                 with self._lock:
                     self._total += len(chunk)
-                    kept = chunk[: max(0, _CAPTURE_LIMIT_BYTES - self._kept)]
+                    kept = chunk[: max(0, self._limit - self._kept)]
                     self._chunks.append(kept)
                     self._kept += len(kept)
 
@@ -143,6 +144,17 @@ def _timeout_notice(timeout: float) -> str:
     )
 
 
+class UserDataLayout(Protocol):
+    """Where ``/mnt/user-data`` is on this machine: a thread's directories under the hartflow home (the
+    local provider's :class:`ThreadPaths`), or the pod's own ``/mnt/user-data`` (the sandbox server)."""
+
+    @property
+    def user_data(self) -> Path: ...
+
+    @property
+    def workspace(self) -> Path: ...
+
+
 class LocalSandbox(Sandbox):
     """A thread's ``user-data`` directory seen as ``/mnt/user-data``.
 
@@ -150,13 +162,20 @@ class LocalSandbox(Sandbox):
     """
 
     def __init__(
-        self, paths: ThreadPaths, *, allow_host_bash: bool, bash_timeout: float, file_lock: threading.RLock
+        self,
+        paths: UserDataLayout,
+        *,
+        allow_host_bash: bool,
+        bash_timeout: float,
+        file_lock: threading.RLock,
+        capture_limit_bytes: int = _CAPTURE_LIMIT_BYTES,
     ) -> None:
         self._paths = paths
         self._root = Path(os.path.realpath(paths.user_data))
         self._allow_host_bash = allow_host_bash
         self._bash_timeout = bash_timeout
         self._file_lock = file_lock
+        self._capture_limit = capture_limit_bytes
         spellings = sorted({str(paths.user_data), str(self._root)}, key=len, reverse=True)
         # Longest spelling first: a symlinked home makes one spelling a substring of the other.
         self._host_in_output = re.compile("|".join(re.escape(s) + r"(?![\w.-])" for s in spellings))
@@ -216,7 +235,8 @@ class LocalSandbox(Sandbox):
             start_new_session=True,  # its own process group, so a timeout kills the children too
         )
         assert process.stdout is not None and process.stderr is not None
-        stdout, stderr = _PipeReader(process.stdout), _PipeReader(process.stderr)
+        stdout = _PipeReader(process.stdout, self._capture_limit)
+        stderr = _PipeReader(process.stderr, self._capture_limit)
         timed_out = False
         try:
             process.wait(timeout=timeout)
@@ -387,7 +407,7 @@ class LocalSandboxProvider(SandboxProvider):
         self._lock = threading.Lock()
         self._file_lock = threading.RLock()
 
-    def acquire(self, user_id: str, thread_id: str) -> str:
+    def acquire(self, user_id: str, thread_id: str, *, run_key: str = "") -> str:
         try:
             paths = ThreadPaths(self._home, user_id, thread_id)
         except InvalidIdError as e:

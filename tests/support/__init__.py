@@ -15,6 +15,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, RetryState
 
 from workers.config import HartflowConfig, load_config
 from workers.worker import build_worker
@@ -192,3 +193,25 @@ async def wait_for_history_event(handle: WorkflowHandle[Any, Any], predicate: Ca
         if predicate(event):
             return event
     raise AssertionError(f"{handle.id} closed without the awaited history event")
+
+
+def activity_error(cause: BaseException, activity_type: str = "model.invoke") -> ActivityError:
+    """What a workflow sees when an activity failed for good, for unit tests of hooks that catch it."""
+    error = ActivityError(
+        "Activity task failed",
+        scheduled_event_id=5,
+        started_event_id=6,
+        identity="test",
+        activity_type=activity_type,
+        activity_id="1",
+        retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED,
+    )
+    error.__cause__ = cause
+    return error
+
+
+def thread_state(home: Path, thread_id: str, user_id: str = "default") -> dict[str, Any]:
+    """The committed thread state (the filesystem store's ``state.json``), as JSON."""
+    path = home / "users" / user_id / "threads" / thread_id / "state.json"
+    state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["state"]
+    return state

@@ -1,0 +1,21 @@
+"""``thread.ensure_dirs``: create a thread's user-data folders up front (ThreadData with ``lazy_init: false``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from temporalio import activity
+
+from activities.paths import ThreadPaths
+from workflows.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
+from workflows.paths import user_data_dirs
+
+
+class ThreadDataActivities:
+    def __init__(self, home: Path) -> None:
+        self._home = home
+
+    @activity.defn(name=THREAD_ENSURE_DIRS)
+    def ensure_dirs(self, input: ThreadDirsInput) -> ThreadDirsResult:
+        ThreadPaths(self._home, input.thread.user_id, input.thread.thread_id).ensure_dirs()
+        return ThreadDirsResult(list(user_data_dirs(input.thread.user_id, input.thread.thread_id).values()))

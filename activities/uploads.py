@@ -1,0 +1,190 @@
+"""A thread's uploads: storing files into its uploads folder (the CLI) and the ``uploads.list`` activity.
+
+Uploaded files keep their own names under ``user-data/uploads``; the model sees them as
+``/mnt/user-data/uploads/{name}``. A document converted to Markdown has a sibling ``.md`` (``report.pdf`` →
+``report.md``); its headings are the outline the Uploads middleware shows, so the model can ``read_file``
+the right line range instead of reading everything.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from temporalio import activity
+
+from activities.paths import ThreadPaths
+from workflows.contracts import (
+    UPLOADS_LIST,
+    OutlineEntry,
+    ThreadRef,
+    UploadedFile,
+    UploadsListInput,
+    UploadsListResult,
+)
+from workflows.paths import UPLOAD_STAGING_PREFIX, UPLOAD_STAGING_SUFFIX, is_upload_staging_file
+
+MAX_OUTLINE_ENTRIES = 50
+OUTLINE_PREVIEW_LINES = 5
+_TITLE_MAX_CHARS = 200
+_PREVIEW_MAX_CHARS = 2000
+_TRUNCATED = "… (truncated)"
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t]+(.*))?$")
+# PDF-to-Markdown converters leave some headings as bold text: "**ITEM 1. BUSINESS**", "**1** **Introduction**".
+_BOLD_HEADING = re.compile(
+    r"^\*\*((?:ITEM|PART|SECTION|SCHEDULE|EXHIBIT|APPENDIX|ANNEX|CHAPTER)\b[A-Z0-9 .,\-]*)\*\*\s*$"
+)
+_SPLIT_BOLD_HEADING = re.compile(
+    r"^\*\*[\dA-Z][\d.]*\*\*\s+\*\*(?!\d[\d\s.,\-–—/:()%]*\*\*)[^*]+\*\*(?:\s+\*\*[^*]+\*\*){0,2}\s*$"
+)
+
+
+class UploadError(ValueError):
+    """A file that cannot be uploaded; the message names it."""
+
+
+def validate_upload_name(name: str) -> str:
+    """A name that is one safe path segment (no ``..``, ``/``, ``\\`` or NUL) and no staging file."""
+    if not name or name in (".", "..") or any(bad in name for bad in ("..", "/", "\\", "\0")):
+        raise UploadError(f"invalid upload name {name!r}: it must be a plain file name without '..', '/' or NUL")
+    if is_upload_staging_file(name):
+        raise UploadError(f"invalid upload name {name!r}: names like '.upload-*.part' are reserved")
+    return name
+
+
+def store_uploads(home: Path, thread: ThreadRef, sources: Sequence[Path]) -> list[UploadedFile]:
+    """Copy ``sources`` into the thread's uploads folder under their own names (replacing same-named uploads).
+
+    Every source is checked before the first copy, so a bad one leaves the folder untouched. Each copy is
+    written to a staging file and renamed, so a run never lists a half-written upload.
+    """
+    names: dict[str, Path] = {}
+    for source in sources:
+        name = validate_upload_name(source.name)
+        if name in names:
+            raise UploadError(f"two files are named {name!r}: {names[name]} and {source}")
+        if not source.is_file():
+            raise UploadError(f"cannot upload {source}: not a file")
+        if not os.access(source, os.R_OK):
+            raise UploadError(f"cannot upload {source}: permission denied")
+        names[name] = source
+    paths = ThreadPaths(home, thread.user_id, thread.thread_id)
+    paths.ensure_dirs()
+    stored = []
+    for name, source in names.items():
+        staging = paths.uploads / f"{UPLOAD_STAGING_PREFIX}{uuid.uuid4().hex}{UPLOAD_STAGING_SUFFIX}"
+        try:
+            shutil.copyfile(source, staging)
+            os.replace(staging, paths.uploads / name)
+        finally:
+            staging.unlink(missing_ok=True)
+        stored.append(UploadedFile(name, (paths.uploads / name).stat().st_size))
+    return stored
+
+
+# -- outlines --------------------------------------------------------------------------------------------
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - len(_TRUNCATED))].rstrip() + _TRUNCATED
+
+
+def _plain_title(raw: str) -> str:
+    """A heading's text without closing hashes and without the ``**bold**`` wrappers converters leave."""
+    text = raw.rstrip(" \t")
+    without_hashes = text.rstrip("#")
+    if len(without_hashes) < len(text) and (not without_hashes or without_hashes[-1] in " \t"):
+        text = without_hashes.rstrip(" \t")
+    text = re.sub(r"\*\*\s*\*\*", " ", text).strip()
+    if match := re.fullmatch(r"\*\*(.+?)\*\*", text, re.DOTALL):
+        text = match.group(1).strip()
+    return text
+
+
+def extract_outline(markdown: Path) -> tuple[list[OutlineEntry], bool]:
+    """Headings of a Markdown file (outside code blocks) as ``(entries, truncated)``, at most 50 entries."""
+    entries: list[OutlineEntry] = []
+    fence = ""
+    with markdown.open(encoding="utf-8-sig", errors="replace") as f:
+        for number, raw in enumerate(f, 1):
+            line = raw.rstrip("\r\n")
+            marker = _FENCE.match(line)
+            if fence:
+                if marker and marker.group(1).startswith(fence) and not marker.group(2).strip(" \t"):
+                    fence = ""  # a closing fence: same character, at least as long, no info string
+                continue
+            # A backtick fence's info string cannot contain backticks (CommonMark).
+            if marker and (marker.group(1)[0] == "~" or "`" not in marker.group(2)):
+                fence = marker.group(1)
+                continue
+            if line.startswith("    ") or line[:4].lstrip(" ").startswith("\t"):
+                continue  # indented code
+            stripped = line.strip()
+            title = ""
+            if (atx := _ATX_HEADING.fullmatch(line)) is not None:
+                title = _plain_title(atx.group(1) or "")
+            elif (bold := _BOLD_HEADING.match(stripped)) is not None:
+                title = bold.group(1).strip()
+            elif _SPLIT_BOLD_HEADING.match(stripped):
+                title = " ".join(re.findall(r"\*\*([^*]+)\*\*", stripped))
+            if not title:
+                continue
+            if len(entries) == MAX_OUTLINE_ENTRIES:
+                return entries, True
+            entries.append(OutlineEntry(_clip(title, _TITLE_MAX_CHARS), number))
+    return entries, False
+
+
+def outline_preview(markdown: Path) -> list[str]:
+    """The first non-empty lines, for documents without headings (at most 2,000 characters in all)."""
+    preview: list[str] = []
+    room = _PREVIEW_MAX_CHARS
+    with markdown.open(encoding="utf-8-sig", errors="replace") as f:
+        for raw in f:
+            if (stripped := raw.strip()) == "":
+                continue
+            text = _clip(stripped, room)
+            preview.append(text)
+            room -= len(text)
+            if len(text) < len(stripped) or len(preview) >= OUTLINE_PREVIEW_LINES or room <= 0:
+                break
+    return preview
+
+
+def describe_upload(path: Path, *, with_outline: bool) -> UploadedFile:
+    file = UploadedFile(path.name, path.stat().st_size)
+    markdown = path if path.suffix.lower() == ".md" else path.with_suffix(".md")
+    if not with_outline or not markdown.is_file():
+        return file
+    try:
+        file.outline, file.outline_truncated = extract_outline(markdown)
+        if not file.outline:
+            file.outline_preview = outline_preview(markdown)
+    except OSError:
+        activity.logger.warning("cannot read the outline of %s", path.name, exc_info=True)
+    return file
+
+
+class UploadActivities:
+    def __init__(self, home: Path) -> None:
+        self._home = home
+
+    @activity.defn(name=UPLOADS_LIST)
+    def list_uploads(self, input: UploadsListInput) -> UploadsListResult:
+        uploads = ThreadPaths(self._home, input.thread.user_id, input.thread.thread_id).uploads
+        found: list[UploadedFile] = []
+        for name in input.filenames:
+            if Path(name).name != name or name in ("", ".", ".."):
+                continue
+            path = uploads / name
+            if path.is_file() and not path.is_symlink():
+                found.append(describe_upload(path, with_outline=len(found) < input.outline_limit))
+        return UploadsListResult(found)

@@ -1,0 +1,282 @@
+"""LLMErrorHandling: DeerFlow's model-call safety net — retries, fallbacks, and a circuit breaker shared by all workers.
+
+Hook
+* ``wrap_model_call``: consults the circuit breaker, calls the model, and when the call failed for good returns
+  DeerFlow's fallback ``AIMessage`` (``deerflow_error_fallback``, ``error_type``, ``error_reason``,
+  ``error_detail``) instead of raising. The fallback becomes the model's reply in **thread state**, and the run
+  ends with status ``error`` (``workflows/run.py`` maps a trailing fallback message to it), not as a failed
+  workflow. Cancellation is never swallowed; the clarification pause is not a model-call error and never
+  reaches this hook.
+* Circuit breaker: a **side effect** through two local activities (``llm_breaker.check`` before the call,
+  ``llm_breaker.report`` after it, only when there is something to change). Open, it answers with DeerFlow's
+  circuit-open fallback, or with ``on_open: wait`` emits an ``llm_circuit_wait`` progress event and sleeps on a
+  workflow timer until the breaker may admit a probe.
+
+Retries do not happen in this hook. DeerFlow loops around the handler; here the model activity is retried by
+Temporal, so every attempt is an activity attempt visible in the Web UI. ``activities/llm_errors.py``
+classifies each failure and enforces the per-reason budget; this module turns the config into the activity's
+retry policy (:func:`model_retry_policy`) and budget (:func:`retry_budget`), which ``_invoke_model`` uses. The
+activity signals the run before each retry and the run records DeerFlow's ``llm_retry`` progress event.
+
+Where the breaker is consulted: in the workflow, before the model activity is scheduled. An open breaker then
+answers without any model activity (as in DeerFlow, the handler is not called), ``on_open: wait`` is a durable
+workflow timer, and the run — which always learns the final outcome, timeouts and worker crashes included —
+owns the half-open probe. The cost on a healthy breaker is one local activity per model call: one
+``MarkerRecorded`` event in the run's history and one query RPC, nothing in the breaker's history. Consulting
+inside the model activity would save that marker but could not skip scheduling the activity, could not wait
+on a timer, and would leave a probe stranded when its worker dies mid-call.
+
+Per-run memory: none. Settings: :class:`LLMErrorHandlingConfig` (DeerFlow's ``llm_call`` and
+``circuit_breaker`` sections). DeerFlow's process-wide ``max_concurrent_calls`` limiter is not reproduced: a
+worker's ``max_concurrent_activities`` or a task-queue rate limit bounds in-flight model calls here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from langchain_core.messages import AIMessage
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+from middlewares._logging import hook_logger
+from middlewares.base import Middleware, ModelHandler, ModelRequest
+from workflows.circuit_breaker import BreakerReport, Outcome
+from workflows.context import ActivityOptions
+from workflows.contracts import (
+    LLM_BREAKER_CHECK,
+    LLM_BREAKER_REPORT,
+    BreakerCheckInput,
+    BreakerCheckResult,
+    BreakerReportInput,
+    LlmRetryBudget,
+)
+
+logger = hook_logger(__name__)
+
+QUOTA_TEXT = (
+    "The configured LLM provider rejected the request because the account is out of quota, billing is "
+    "unavailable, or usage is restricted. Please fix the provider account and try again."
+)
+AUTH_TEXT = (
+    "The configured LLM provider rejected the request because authentication or access is invalid. Please check "
+    "the provider credentials and try again."
+)
+BURST_TEXT = (
+    "The configured LLM provider is temporarily throttling requests because the request rate increased too "
+    "quickly (burst-rate limit). Please wait a moment and try again."
+)
+STREAM_DROP_TEXT = (
+    "The model's streaming response was interrupted before it could finish. This usually happens when a single "
+    "response or tool call is very large — please ask the assistant to split the work into smaller steps, or "
+    "shorten the requested output, and try again."
+)
+UNAVAILABLE_TEXT = (
+    "The configured LLM provider is temporarily unavailable after multiple retries. Please wait a moment and "
+    "continue the conversation."
+)
+CIRCUIT_OPEN_TEXT = (
+    "The configured LLM provider is currently unavailable due to continuous failures. Circuit breaker is engaged "
+    "to protect the system. Please wait a moment before trying again."
+)
+
+# Only this class gets the "split the work" advice: plain connection drops happen with normal payloads too.
+_STREAM_DROP_ERRORS = frozenset({"StreamChunkTimeoutError"})
+_MIN_WAIT = timedelta(milliseconds=100)
+_CHECK_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=15), local=True, retry=RetryPolicy(maximum_attempts=1)
+)
+_REPORT_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=15),
+    local=True,
+    retry=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LlmCallConfig(_Strict):
+    retry_max_attempts: int = Field(default=3, ge=1, description="total attempts of one model call, the first included")
+    retry_base_delay_ms: int = Field(
+        default=1000, ge=1, description="decorrelated-jitter base when there is no Retry-After"
+    )
+    retry_cap_delay_ms: int = Field(default=8000, ge=1, description="longest jittered wait between attempts")
+    burst_retry_base_delay_ms: int = Field(default=5000, ge=1, description="jitter base for burst-rate throttling")
+
+
+class CircuitBreakerConfig(_Strict):
+    failure_threshold: int = Field(default=5, ge=1, description="consecutive exhausted retriable calls that open it")
+    recovery_timeout_sec: float = Field(default=60, gt=0, description="how long it stays open before one probe")
+    on_open: Literal["fallback", "wait"] = Field(
+        default="fallback",
+        description="answer at once with DeerFlow's message, or wait durably for the cooldown and probe",
+    )
+
+
+class LLMErrorHandlingConfig(_Strict):
+    llm_call: LlmCallConfig = Field(default_factory=LlmCallConfig)
+    circuit_breaker: CircuitBreakerConfig = Field(default_factory=CircuitBreakerConfig)
+
+
+def retry_budget(config: LLMErrorHandlingConfig) -> LlmRetryBudget:
+    call = config.llm_call
+    return LlmRetryBudget(
+        max_attempts=call.retry_max_attempts,
+        base_delay_ms=call.retry_base_delay_ms,
+        cap_delay_ms=call.retry_cap_delay_ms,
+        burst_base_delay_ms=call.burst_retry_base_delay_ms,
+    )
+
+
+def model_retry_policy(config: LLMErrorHandlingConfig) -> RetryPolicy:
+    """The model activity's retry policy. The activity sets ``next_retry_delay`` on every error it lets Temporal
+    retry, so the intervals here only pace retries after timeouts (a hung provider, a dead worker)."""
+    call = config.llm_call
+    return RetryPolicy(
+        initial_interval=timedelta(milliseconds=call.retry_base_delay_ms),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(milliseconds=max(call.retry_base_delay_ms, call.retry_cap_delay_ms)),
+        maximum_attempts=call.retry_max_attempts,
+    )
+
+
+@dataclass(frozen=True)
+class ModelFailure:
+    """A model call that failed for good, as DeerFlow's fallback describes it."""
+
+    error_type: str
+    reason: str
+    retriable: bool
+    detail: str
+
+
+def describe_failure(error: ActivityError) -> ModelFailure:
+    """Read the classification ``activities/llm_errors.py`` put in the failure's details."""
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        details = cause.details[0] if cause.details and isinstance(cause.details[0], dict) else {}
+        return ModelFailure(
+            cause.type or "ApplicationError",
+            str(details.get("reason", "generic")),
+            bool(details.get("retriable", False)),
+            cause.message,
+        )
+    if isinstance(cause, ActivityTimeoutError):
+        # The provider hung (or the worker died) on every attempt: DeerFlow's APITimeoutError, i.e. transient.
+        return ModelFailure("TimeoutError", "transient", True, cause.message)
+    return ModelFailure(type(cause or error).__name__, "generic", False, str(cause or error))
+
+
+def fallback_message(failure: ModelFailure) -> AIMessage:
+    if failure.reason == "quota":
+        text = QUOTA_TEXT
+    elif failure.reason == "auth":
+        text = AUTH_TEXT
+    elif failure.reason == "burst_rate":
+        text = BURST_TEXT
+    elif failure.reason in ("busy", "transient"):
+        text = STREAM_DROP_TEXT if failure.error_type in _STREAM_DROP_ERRORS else UNAVAILABLE_TEXT
+    else:
+        text = f"LLM request failed: {failure.detail}"
+    return _fallback(text, failure)
+
+
+def circuit_open_message() -> AIMessage:
+    failure = ModelFailure("CircuitBreakerOpen", "circuit_open", False, "LLM circuit breaker is open")
+    return _fallback(CIRCUIT_OPEN_TEXT, failure)
+
+
+def _fallback(text: str, failure: ModelFailure) -> AIMessage:
+    return AIMessage(
+        content=text,
+        additional_kwargs={
+            "deerflow_error_fallback": True,
+            "error_type": failure.error_type,
+            "error_reason": failure.reason,
+            "error_detail": failure.detail,
+        },
+    )
+
+
+class LLMErrorHandlingMiddleware(Middleware):
+    def __init__(self, config: LLMErrorHandlingConfig | None = None) -> None:
+        self.config = config or LLMErrorHandlingConfig()
+
+    async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
+        ctx = request.ctx
+        holder = f"{ctx.workflow_id}/{ctx.run_id}/turn-{ctx.turn}"
+        admission = await self._check(request, holder)
+        while not admission.admitted:
+            if self.config.circuit_breaker.on_open == "fallback":
+                return circuit_open_message()
+            wait = max(timedelta(seconds=admission.retry_in_seconds), _MIN_WAIT)
+            ctx.emit("llm_circuit_wait", phase=admission.phase, wait_ms=int(wait.total_seconds() * 1000))
+            await workflow.sleep(wait, summary="LLMErrorHandling.wrap_model_call · circuit open, waiting")
+            admission = await self._check(request, holder)
+        try:
+            response = await handler(request)
+        except ActivityError as error:
+            if is_cancelled_exception(error):
+                await self._release_probe(request, holder, admission)
+                raise
+            failure = describe_failure(error)
+            # Burst-rate exhaustion is the provider shedding a ramp, not the provider being down: never trip.
+            if failure.retriable and failure.reason != "burst_rate":
+                await self._report(request, holder, "failure")
+            else:
+                await self._release_probe(request, holder, admission)
+            return fallback_message(failure)
+        except BaseException:
+            await self._release_probe(request, holder, admission)
+            raise
+        if admission.report_success:
+            await self._report(request, holder, "success")
+        return response
+
+    async def _check(self, request: ModelRequest, holder: str) -> BreakerCheckResult:
+        ctx = request.ctx
+        call = self.config.llm_call
+        # A probe whose holder vanished is freed after the longest its call could take.
+        lease = ctx.settings.model_call.timeout_seconds * call.retry_max_attempts + (
+            call.retry_cap_delay_ms / 1000 * (call.retry_max_attempts - 1)
+        )
+        try:
+            return await ctx.call(
+                LLM_BREAKER_CHECK,
+                BreakerCheckInput(request.model, holder, lease),
+                result_type=BreakerCheckResult,
+                summary="LLMErrorHandling.wrap_model_call · circuit check",
+                options=_CHECK_OPTIONS,
+            )
+        except ActivityError as error:
+            if is_cancelled_exception(error):
+                raise
+            # A breaker that cannot be consulted must not stop model calls.
+            logger.warning("circuit breaker check failed, admitting the call: %s", error)
+            return BreakerCheckResult(admitted=True)
+
+    async def _release_probe(self, request: ModelRequest, holder: str, admission: BreakerCheckResult) -> None:
+        if admission.probe:
+            await self._report(request, holder, "release")
+
+    async def _report(self, request: ModelRequest, holder: str, outcome: Outcome) -> None:
+        breaker = self.config.circuit_breaker
+        report = BreakerReport(outcome, holder, breaker.failure_threshold, breaker.recovery_timeout_sec)
+        try:
+            await request.ctx.call(
+                LLM_BREAKER_REPORT,
+                BreakerReportInput(request.model, report),
+                result_type=type(None),
+                summary=f"LLMErrorHandling.wrap_model_call · circuit report {outcome}",
+                options=_REPORT_OPTIONS,
+            )
+        except ActivityError as error:
+            # A lost report costs one count (or a probe until its lease ends), never the run.
+            logger.warning("circuit breaker report %s failed: %s", outcome, error)

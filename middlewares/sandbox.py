@@ -1,0 +1,107 @@
+"""Sandbox: the thread's sandbox id lives in thread state, and every run releases it at the end.
+
+Hooks
+* ``before_agent`` — eager mode only (``lazy_init: false``): acquires through the ``sandbox.acquire`` activity
+  and writes ``{"sandbox": {"sandbox_id": id}}`` (thread state). Lazy mode (the default) does nothing here.
+* ``wrap_tool_call`` — lazy acquisition happens inside the ``tool.execute`` activity, which reports the id it
+  used; the run puts it in ``ctx.sandbox_id`` (DeerFlow's ``runtime.context["sandbox_id"]``). When thread
+  state had no sandbox id before the call and the run knows one after it, the result becomes a state write
+  (thread state): a ToolMessage turns into ``Command(update={"sandbox": …, "messages": [msg]})``, a Command
+  gets ``"sandbox"`` merged into its update with everything else kept. Parallel calls that each acquired
+  write the same id, which the ``sandbox`` reducer accepts; different ids make it raise.
+* ``after_agent`` — releases the state's sandbox id, else ``ctx.sandbox_id``, through the ``sandbox.release``
+  activity (side effect). The run calls after_agent in its ``finally`` path, so failed and cancelled runs
+  release too. Releasing is idempotent at both ends: the provider ignores unknown or released ids, and this
+  instance releases an id at most once per run.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from pydantic import BaseModel, ConfigDict
+from temporalio.common import RetryPolicy
+
+from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
+from workflows.context import ActivityOptions, RunContext
+from workflows.contracts import (
+    SANDBOX_ACQUIRE,
+    SANDBOX_RELEASE,
+    SandboxAcquireInput,
+    SandboxAcquireResult,
+    SandboxReleaseInput,
+)
+from workflows.state import StateUpdate, ThreadState
+
+_SANDBOX_ACTIVITY_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(minutes=5),
+    retry=RetryPolicy(
+        initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30), maximum_attempts=10
+    ),
+)
+"""Acquire may start a pod. Both calls are idempotent, so they retry through a short provider outage,
+but not forever: a run must still end, and the sandbox sweeper removes what a failed release leaves behind."""
+
+
+class SandboxConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    lazy_init: bool = True
+    """Acquire on the first sandbox tool call (DeerFlow's default) instead of at the start of every run."""
+
+
+class SandboxMiddleware(Middleware):
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self._released: str | None = None
+
+    async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        if self.config.lazy_init or state_sandbox_id(state) is not None:
+            return None
+        acquired = await ctx.call(
+            SANDBOX_ACQUIRE,
+            SandboxAcquireInput(ctx.thread),
+            result_type=SandboxAcquireResult,
+            summary="Sandbox.before_agent · acquire",
+            options=_SANDBOX_ACTIVITY_OPTIONS,
+        )
+        ctx.sandbox_id = acquired.sandbox_id
+        return {"sandbox": {"sandbox_id": acquired.sandbox_id}}
+
+    async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        had_id = state_sandbox_id(request.state) is not None
+        result = await handler(request)
+        sandbox_id = request.ctx.sandbox_id
+        if had_id or sandbox_id is None:
+            return result
+        return persist_sandbox_id(result, sandbox_id)
+
+    async def after_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        sandbox_id = state_sandbox_id(state) or ctx.sandbox_id
+        if sandbox_id is None or sandbox_id == self._released:
+            return None
+        await ctx.call(
+            SANDBOX_RELEASE,
+            SandboxReleaseInput(ctx.thread, sandbox_id),
+            result_type=type(None),
+            summary="Sandbox.after_agent · release",
+            options=_SANDBOX_ACTIVITY_OPTIONS,
+        )
+        self._released = sandbox_id
+        return None
+
+
+def state_sandbox_id(state: ThreadState) -> str | None:
+    sandbox: dict[str, Any] = state.sandbox or {}
+    sandbox_id = sandbox.get("sandbox_id")
+    return sandbox_id if isinstance(sandbox_id, str) and sandbox_id else None
+
+
+def persist_sandbox_id(result: ToolResult, sandbox_id: str) -> Command:
+    """The tool result, turned into (or extended as) a state write of the sandbox id."""
+    sandbox = {"sandbox_id": sandbox_id}
+    if isinstance(result, ToolMessage):
+        return Command(update={"sandbox": sandbox, "messages": [result]})
+    return Command(update={**result.update, "sandbox": sandbox}, interrupt=result.interrupt)

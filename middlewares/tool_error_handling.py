@@ -1,0 +1,70 @@
+"""ToolErrorHandling: a failing tool becomes an error result the model can act on, never a failed run.
+
+Hook
+* ``wrap_tool_call`` (innermost of the runtime base, right around the tool):
+  - failure — the tool activity failed after its retry policy (an ``ActivityError`` whose cause is the
+    activity's ``ApplicationError``; its ``type`` is the original exception class), or an inner hook raised:
+    returns ``ToolMessage("Error: Tool '{name}' failed with {ExcClass}: {detail}. Continue with available
+    context, or choose an alternative tool.", status="error")``, the detail cut to 500 characters (497 +
+    ``...``), stamped with ``deerflow_tool_meta`` (``source: exception``). Cancellation is re-raised, never
+    turned into a result: a cancelled run must stop and compensate.
+  - success — stamps ``deerflow_tool_meta`` with the keyword rules (``middlewares/_tool_meta.py``), keeping
+    a stamp the tool made itself; in a Command (the clarification pause among them) only the ToolMessage
+    answering this call is stamped and the interrupt passes through untouched.
+
+Writes: the tool result (thread state, through the run); a log line per failure.
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import ToolMessage
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+
+from middlewares._logging import hook_logger
+from middlewares._tool_meta import normalize_tool_result, stamp_exception_meta
+from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
+
+logger = hook_logger(__name__)
+
+MAX_DETAIL_CHARS = 500
+RECOVERY_HINT = "Continue with available context, or choose an alternative tool."
+
+
+class ToolErrorHandlingMiddleware(Middleware):
+    async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        try:
+            result = await handler(request)
+        except Exception as exc:
+            if is_cancelled_exception(exc):
+                raise
+            message = error_message(request, exc)
+            logger.warning("Tool execution failed: name=%s id=%s: %s", request.name, request.call_id, message.content)
+            return message
+        return normalize_tool_result(result, tool_call_id=request.call_id)
+
+
+def failure_of(exc: Exception) -> tuple[str, str]:
+    """(exception class name, message) of the failure as the tool raised it.
+
+    Temporal carries an activity's exception as the ``ApplicationError`` cause of an ``ActivityError``,
+    with the original class name in ``type``; timeouts arrive as a ``TimeoutError`` cause.
+    """
+    cause: BaseException = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+    if isinstance(cause, ApplicationError) and cause.type:
+        return cause.type, cause.message
+    return type(cause).__name__, str(cause)
+
+
+def error_message(request: ToolCallRequest, exc: Exception) -> ToolMessage:
+    name = request.name or "unknown_tool"
+    exc_class, text = failure_of(exc)
+    detail = text.strip() or exc_class
+    if len(detail) > MAX_DETAIL_CHARS:
+        detail = detail[: MAX_DETAIL_CHARS - 3] + "..."
+    message = ToolMessage(
+        f"Error: Tool '{name}' failed with {exc_class}: {detail}. {RECOVERY_HINT}",
+        tool_call_id=request.call_id or "missing_tool_call_id",
+        name=name,
+        status="error",
+    )
+    return stamp_exception_meta(message, f"{exc_class}: {detail}")

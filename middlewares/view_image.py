@@ -1,0 +1,191 @@
+"""ViewImage: let a vision model look at the images it asked for (DeerFlow's ``ViewImageMiddleware`` and its
+``view_image`` tool). In the chain only when ``run.model_capabilities.vision`` is set.
+
+Hooks
+* ``tools`` — contributes ``view_image``, which this middleware answers itself.
+* ``wrap_tool_call`` — a ``view_image`` call is checked by the ``image.inspect`` activity (allowed folders,
+  format by magic number, 20 MiB cap). Success writes **thread state**: ``viewed_images[path] = {mime_type,
+  size, sha256, actual_path}`` and ``Successfully read image``; never the image bytes.
+* ``before_model`` — when the last AIMessage called ``view_image`` and all its calls have results, the
+  ``image.load`` activity reads every viewed image again and a hidden multimodal HumanMessage
+  (``view-image-context:…``, ``deerflow_view_image_context``) is appended for this model call; an image that
+  vanished or changed since it was viewed is named instead of shown. **Thread state**, transient:
+* ``after_model`` / ``after_agent`` — remove that message again (``RemoveMessage``), so the committed state
+  never holds base64. after_agent covers a run that failed or was cancelled during the model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
+from temporalio.common import RetryPolicy
+
+from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
+from workflows.context import ActivityOptions, RunContext
+from workflows.contracts import (
+    IMAGE_INSPECT,
+    IMAGE_LOAD,
+    ImageInspectInput,
+    ImageInspectResult,
+    ImageLoadInput,
+    ImageLoadResult,
+    ViewedImage,
+)
+from workflows.messages import message_text
+from workflows.state import StateUpdate, ThreadState
+from workflows.tools import ToolSpec
+
+TOOL_NAME = "view_image"
+CONTEXT_ID_PREFIX = "view-image-context:"
+CONTEXT_MARKER_KEY = "deerflow_view_image_context"
+CONTEXT_HEADER = "Here are the images you've viewed:"
+NO_IMAGES_TEXT = "No images have been viewed."
+SUCCESS_TEXT = "Successfully read image"
+
+VIEW_IMAGE_TOOL = ToolSpec(
+    TOOL_NAME,
+    "Read an image file.\n\n"
+    "Use this tool to read an image file and make it available for display.\n\n"
+    "When to use the view_image tool:\n"
+    "- When you need to view an image file.\n\n"
+    "When NOT to use the view_image tool:\n"
+    "- For non-image files (use present_files instead)\n"
+    "- For multiple files at once (use present_files instead)",
+    {
+        "type": "object",
+        "properties": {
+            "image_path": {
+                "type": "string",
+                "description": "Absolute /mnt/user-data virtual path to the image file. "
+                "Common formats supported: jpg, jpeg, png, webp.",
+            }
+        },
+        "required": ["image_path"],
+    },
+    intercepted=True,
+)
+
+_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=60),
+    retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=3),
+)
+
+
+def is_image_context(message: BaseMessage) -> bool:
+    return (
+        isinstance(message, HumanMessage)
+        and bool(message.id)
+        and str(message.id).startswith(CONTEXT_ID_PREFIX)
+        and message.additional_kwargs.get(CONTEXT_MARKER_KEY) is True
+    )
+
+
+def should_inject(messages: Sequence[BaseMessage]) -> bool:
+    """The last AIMessage called ``view_image``, every one of its calls has a result, and the images have not
+    been shown since (as a context message, or the legacy header text)."""
+    index = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
+    if index is None:
+        return False
+    ai = messages[index]
+    assert isinstance(ai, AIMessage)
+    if not any(call.get("name") == TOOL_NAME for call in ai.tool_calls):
+        return False
+    after = messages[index + 1 :]
+    answered = {m.tool_call_id for m in after if isinstance(m, ToolMessage)}
+    if not {call["id"] for call in ai.tool_calls if call.get("id")} <= answered:
+        return False
+    return not any(
+        is_image_context(m) or (isinstance(m, HumanMessage) and CONTEXT_HEADER in message_text(m)) for m in after
+    )
+
+
+def image_blocks(images: list[ViewedImage], data_urls: list[str | None]) -> list[str | dict[str, Any]]:
+    if not images:
+        return [{"type": "text", "text": NO_IMAGES_TEXT}]
+    blocks: list[str | dict[str, Any]] = [{"type": "text", "text": CONTEXT_HEADER}]
+    for image, url in zip(images, data_urls, strict=True):
+        blocks.append({"type": "text", "text": f"\n- **{image.path}** ({image.mime_type})"})
+        if url is None:
+            blocks.append({"type": "text", "text": f"  (file unavailable or changed on disk: {image.path})"})
+        else:
+            blocks.append({"type": "image_url", "image_url": {"url": url}})
+    return blocks
+
+
+def _viewed(state: ThreadState) -> list[ViewedImage]:
+    return [
+        ViewedImage(
+            path=path,
+            mime_type=str(record.get("mime_type", "unknown")),
+            size=int(record.get("size", 0)),
+            sha256=record.get("sha256") if isinstance(record.get("sha256"), str) else None,
+        )
+        for path, record in state.viewed_images.items()
+    ]
+
+
+def _remove_image_context(state: ThreadState) -> StateUpdate | None:
+    removals = [RemoveMessage(id=str(m.id)) for m in state.messages if is_image_context(m)]
+    return {"messages": removals} if removals else None
+
+
+class ViewImageMiddleware(Middleware):
+    def tools(self) -> list[ToolSpec]:
+        return [VIEW_IMAGE_TOOL]
+
+    async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
+        if request.name != TOOL_NAME:
+            return await handler(request)
+        ctx, call_id = request.ctx, request.call_id
+        path = request.args.get("image_path") if isinstance(request.args, dict) else None
+        if not isinstance(path, str) or not path:
+            return ToolMessage(
+                "Error: image_path is required", tool_call_id=call_id, name=TOOL_NAME, status="error", id=ctx.uuid()
+            )
+        found = await ctx.call(
+            IMAGE_INSPECT,
+            ImageInspectInput(ctx.thread, path),
+            result_type=ImageInspectResult,
+            summary=f"ViewImage.wrap_tool_call · inspect {path}",
+            options=_OPTIONS,
+        )
+        if found.error is not None:
+            return ToolMessage(found.error, tool_call_id=call_id, name=TOOL_NAME, status="error", id=ctx.uuid())
+        record = {
+            "mime_type": found.mime_type,
+            "size": found.size,
+            "sha256": found.sha256,
+            "actual_path": found.actual_path,
+        }
+        message = ToolMessage(SUCCESS_TEXT, tool_call_id=call_id, name=TOOL_NAME, id=ctx.uuid())
+        return Command(update={"viewed_images": {path: record}, "messages": [message]})
+
+    async def before_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        if not should_inject(state.messages):
+            return None
+        images = _viewed(state)
+        urls: list[str | None] = []
+        if images:
+            loaded = await ctx.call(
+                IMAGE_LOAD,
+                ImageLoadInput(ctx.thread, images),
+                result_type=ImageLoadResult,
+                summary=f"ViewImage.before_model · read {len(images)} image(s)",
+                options=_OPTIONS,
+            )
+            urls = loaded.data_urls
+        message = HumanMessage(
+            content=image_blocks(images, urls),
+            id=CONTEXT_ID_PREFIX + ctx.uuid().replace("-", ""),
+            additional_kwargs={"hide_from_ui": True, CONTEXT_MARKER_KEY: True},
+        )
+        return {"messages": [message]}
+
+    async def after_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        return _remove_image_context(state)
+
+    async def after_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        return _remove_image_context(state)

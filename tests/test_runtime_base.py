@@ -1,0 +1,53 @@
+"""The runtime base, pinned in DeerFlow's order (reference §1.1), as built and as a real run reports it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from middlewares.chain import describe, runtime_base
+from tests.support import answer, make_config, running_worker, settle, start_run, write_script
+from workflows.settings import RunSettings
+
+BASE = [
+    "ToolOutputBudget",
+    "ThreadData",
+    "Uploads",
+    "Sandbox",
+    "DanglingToolCall",
+    "LLMErrorHandling",
+    "Guardrail",
+    "SandboxAudit",
+    "ToolErrorHandling",
+]
+GUARDRAILS = {"enabled": True, "provider": {"use": "deerflow.guardrails.builtin:AllowlistProvider"}}
+
+
+@pytest.mark.parametrize(
+    ("include_uploads", "guardrails", "expected"),
+    [
+        (True, GUARDRAILS, BASE),
+        (True, {}, [name for name in BASE if name != "Guardrail"]),
+        (False, GUARDRAILS, [name for name in BASE if name != "Uploads"]),
+    ],
+)
+def test_the_base_is_built_in_deerflow_order(
+    include_uploads: bool, guardrails: dict[str, Any], expected: list[str]
+) -> None:
+    settings = RunSettings.model_validate({"middlewares": {"guardrails": guardrails}})
+    assert describe(runtime_base(settings, include_uploads=include_uploads)) == expected
+
+
+async def test_a_run_reports_the_base_first_in_deerflow_order(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = make_config(home, temporal_address, run={"middlewares": {"guardrails": GUARDRAILS}})
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "hi", model=write_script(home, [answer("hello")]))
+        await settle(handle)
+        chain = await handle.query("chain", result_type=list[str])
+    assert chain[: len(BASE)] == BASE
+    assert chain[-1] == "Clarification"

@@ -1,0 +1,235 @@
+"""Sandbox: the lazily acquired id is persisted into thread state, eager mode acquires in before_agent, and
+every run — completed, failed or cancelled — releases the sandbox exactly once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+from temporalio.client import Client, WorkflowFailureError
+
+from middlewares.base import Command, ToolCallRequest, ToolResult
+from middlewares.sandbox import SandboxConfig, SandboxMiddleware
+from tests.support import (
+    StubRunContext,
+    answer,
+    calls,
+    history_events,
+    make_config,
+    running_worker,
+    scheduled_activities,
+    settle,
+    start_run,
+    tool_call,
+    write_script,
+)
+from workflows.contracts import (
+    SANDBOX_ACQUIRE,
+    SANDBOX_RELEASE,
+    SandboxAcquireInput,
+    SandboxAcquireResult,
+    SandboxReleaseInput,
+)
+from workflows.state import SandboxConflictError, ThreadState, apply_update
+
+# -- unit: the hooks -------------------------------------------------------------------------------------
+
+
+def _ctx() -> StubRunContext:
+    async def acquire(arg: SandboxAcquireInput) -> SandboxAcquireResult:
+        return SandboxAcquireResult(f"local:{arg.thread.user_id}:{arg.thread.thread_id}")
+
+    async def release(arg: SandboxReleaseInput) -> None:
+        return None
+
+    return StubRunContext(activities={SANDBOX_ACQUIRE: acquire, SANDBOX_RELEASE: release})
+
+
+def _with_sandbox(sandbox_id: str | None) -> ThreadState:
+    return ThreadState(sandbox={"sandbox_id": sandbox_id} if sandbox_id else None)
+
+
+def _tool(ctx: StubRunContext, *, acquires: str | None, result: ToolResult | None = None):  # type: ignore[no-untyped-def]
+    """A tool handler that, like the run's tool activity, reports the sandbox it acquired via ``ctx``."""
+
+    async def handler(request: ToolCallRequest) -> ToolResult:
+        if acquires:
+            ctx.sandbox_id = acquires
+        return result or ToolMessage("ok", tool_call_id=request.call_id, name=request.name, id="m1")
+
+    return handler
+
+
+def _request(ctx: StubRunContext, state: ThreadState) -> ToolCallRequest:
+    return ToolCallRequest({"name": "bash", "id": "c1", "args": {"command": "ls"}}, None, state, ctx)
+
+
+async def test_lazy_mode_does_nothing_before_the_agent() -> None:
+    ctx = _ctx()
+    assert await SandboxMiddleware().before_agent(ThreadState(), ctx) is None
+    assert ctx.calls == []
+
+
+async def test_eager_mode_acquires_before_the_agent() -> None:
+    ctx = _ctx()
+    update = await SandboxMiddleware(SandboxConfig(lazy_init=False)).before_agent(ThreadState(), ctx)
+    assert update == {"sandbox": {"sandbox_id": "local:default:thread-1"}}
+    assert ctx.sandbox_id == "local:default:thread-1"
+    assert [(name, summary) for name, _, summary in ctx.calls] == [(SANDBOX_ACQUIRE, "Sandbox.before_agent · acquire")]
+
+
+async def test_eager_mode_keeps_a_sandbox_the_thread_already_has() -> None:
+    ctx = _ctx()
+    assert await SandboxMiddleware(SandboxConfig(lazy_init=False)).before_agent(_with_sandbox("sb-1"), ctx) is None
+    assert ctx.calls == []
+
+
+async def test_a_lazily_acquired_id_is_written_to_state_with_the_message() -> None:
+    ctx = _ctx()
+    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, ThreadState()), _tool(ctx, acquires="sb-1"))
+    assert isinstance(result, Command)
+    assert result.update["sandbox"] == {"sandbox_id": "sb-1"}
+    [message] = result.update["messages"]
+    assert isinstance(message, ToolMessage) and message.id == "m1"
+
+
+async def test_nothing_is_written_when_the_state_already_had_the_id() -> None:
+    ctx = _ctx()
+    ctx.sandbox_id = "sb-1"
+    handler = _tool(ctx, acquires="sb-1")
+    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, _with_sandbox("sb-1")), handler)
+    assert isinstance(result, ToolMessage)
+
+
+async def test_nothing_is_written_when_no_sandbox_was_acquired() -> None:
+    ctx = _ctx()
+    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, ThreadState()), _tool(ctx, acquires=None))
+    assert isinstance(result, ToolMessage)
+
+
+async def test_a_command_result_gets_the_id_merged_and_keeps_everything_else() -> None:
+    ctx = _ctx()
+    command = Command(
+        update={"messages": [ToolMessage("q", tool_call_id="c1")], "artifacts": ["/a"]}, interrupt={"q": 1}
+    )
+    result = await SandboxMiddleware().wrap_tool_call(
+        _request(ctx, ThreadState()), _tool(ctx, acquires="sb-1", result=command)
+    )
+    assert isinstance(result, Command)
+    assert result.update["sandbox"] == {"sandbox_id": "sb-1"}
+    assert result.update["artifacts"] == ["/a"] and result.update["messages"] == command.update["messages"]
+    assert result.interrupt == {"q": 1}
+
+
+def test_parallel_calls_writing_the_same_id_merge_and_different_ids_conflict() -> None:
+    same = [{"sandbox": {"sandbox_id": "sb-1"}}, {"sandbox": {"sandbox_id": "sb-1"}}]
+    state = ThreadState()
+    for update in same:
+        state = apply_update(state, update, new_id=lambda: "x")
+    assert state.sandbox == {"sandbox_id": "sb-1"}
+    with pytest.raises(SandboxConflictError):
+        apply_update(state, {"sandbox": {"sandbox_id": "sb-2"}}, new_id=lambda: "x")
+
+
+@pytest.mark.parametrize(
+    ("state_id", "ctx_id", "released"),
+    [("sb-state", "sb-ctx", "sb-state"), (None, "sb-ctx", "sb-ctx"), (None, None, None)],
+)
+async def test_after_agent_releases_the_state_id_else_the_context_id(
+    state_id: str | None, ctx_id: str | None, released: str | None
+) -> None:
+    ctx = _ctx()
+    ctx.sandbox_id = ctx_id
+    assert await SandboxMiddleware().after_agent(_with_sandbox(state_id), ctx) is None
+    expected = [(SANDBOX_RELEASE, released, "Sandbox.after_agent · release")] if released else []
+    assert [(name, arg.sandbox_id, summary) for name, arg, summary in ctx.calls] == expected
+
+
+async def test_release_happens_once_per_run() -> None:
+    ctx, middleware = _ctx(), SandboxMiddleware()
+    await middleware.after_agent(_with_sandbox("sb-1"), ctx)
+    await middleware.after_agent(_with_sandbox("sb-1"), ctx)
+    assert len(ctx.calls) == 1
+
+
+# -- on real runs ----------------------------------------------------------------------------------------
+
+
+def _state(home: Path, thread_id: str) -> dict[str, Any]:
+    return json.loads(next(home.glob(f"users/*/threads/{thread_id}/state.json")).read_text())["state"]
+
+
+def _releases(activities: list[tuple[str, str]]) -> list[str]:
+    return [summary for name, summary in activities if name == "sandbox.release"]
+
+
+async def test_a_completed_run_persists_the_id_and_releases_it(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = make_config(home, temporal_address)
+    model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "say hi", model=model)
+        view = await settle(handle)
+        activities = scheduled_activities(await history_events(handle))
+    assert view.status == "completed"
+    assert _state(home, view.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{view.thread_id}"}
+    assert _releases(activities) == ["Sandbox.after_agent · release"]
+    names = [name for name, _ in activities]
+    assert names.index("sandbox.release") > max(i for i, n in enumerate(names) if n in ("tool.execute", "model.invoke"))
+    assert "sandbox.acquire" not in names, "lazy mode acquires inside the tool activity"
+
+
+async def test_a_failed_run_releases_too(client: Client, home: Path, temporal_address: str) -> None:
+    config = make_config(home, temporal_address, run={"extensions": ["tests.failing_middlewares:FailOnFinalAnswer"]})
+    model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "say hi", model=model)
+        view = await settle(handle)
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        activities = scheduled_activities(await history_events(handle))
+    assert view.status == "error"
+    assert _state(home, view.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{view.thread_id}"}
+    assert _releases(activities) == ["Sandbox.after_agent · release"]
+
+
+async def test_a_cancelled_run_releases_too(client: Client, home: Path, temporal_address: str) -> None:
+    config = make_config(home, temporal_address)
+    ask = tool_call("ask_clarification", "ask1", question="Which colour?", clarification_type="approach_choice")
+    model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), calls(ask), answer("never")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "paint", model=model)
+        paused = await settle(handle)
+        before_cancel = _releases(scheduled_activities(await history_events(handle)))
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        activities = scheduled_activities(await history_events(handle))
+    assert paused.status == "awaiting_input" and before_cancel == []
+    assert _releases(activities) == ["Sandbox.after_agent · release"]
+    assert _state(home, paused.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{paused.thread_id}"}
+
+
+async def test_eager_mode_acquires_before_the_agent_on_a_real_run(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = make_config(home, temporal_address, run={"middlewares": {"sandbox": {"lazy_init": False}}})
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "hi", model=write_script(home, [answer("hello")]))
+        view = await settle(handle)
+        activities = scheduled_activities(await history_events(handle))
+    assert view.status == "completed"
+    names = [name for name, _ in activities]
+    assert ("sandbox.acquire", "Sandbox.before_agent · acquire") in activities
+    assert names.index("sandbox.acquire") < names.index("model.invoke") < names.index("sandbox.release")
+    assert _state(home, view.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{view.thread_id}"}
+    assert (home / "users/default/threads" / view.thread_id / "user-data/workspace").is_dir()
+
+
+def test_the_config_rejects_unknown_keys() -> None:
+    with pytest.raises(ValueError, match="lazy"):
+        SandboxConfig.model_validate({"lazy": False})
