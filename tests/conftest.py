@@ -6,12 +6,14 @@ import os
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import make_config
+from tests.support import make_config, unique
+from tests.support.s3server import S3Server, s3_storage_settings
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
 
@@ -45,6 +47,28 @@ def temporal_address() -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def client(temporal_address: str) -> AsyncIterator[Client]:
     yield await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One real S3 server (SeaweedFS) per test session; each test gets its own bucket (``s3_bucket``)."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: S3Server) -> str:
+    return s3_server.create_bucket(unique("bucket").lower().replace("_", "-"))
+
+
+@pytest.fixture
+def s3_storage(s3_server: S3Server, s3_bucket: str) -> dict[str, Any]:
+    """``storage`` config overrides that point hartflow at this test's bucket: ``make_config(..., storage=...)``."""
+    return s3_storage_settings(s3_server, s3_bucket)
 
 
 @pytest.fixture

@@ -18,6 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from activities.sandbox.kubernetes import KubernetesSandboxSettings
 from activities.skills import SkillsSettings
+from activities.storage import ObjectStore
+from activities.storage.filesystem import FilesystemObjectStore
+from activities.storage.s3 import S3ObjectStore, S3Settings
 from workflows.settings import RunSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
@@ -46,8 +49,12 @@ class TemporalSettings(_Strict):
 
 
 class StorageSettings(_Strict):
-    home: Path = Field(Path(".hartflow"), description="threads, uploads, outputs and the embedded server's DB")
-    backend: Literal["filesystem"] = "filesystem"
+    home: Path = Field(
+        Path(".hartflow"), description="the embedded server's DB, the sandbox working copies; with the filesystem "
+        "backend also threads, uploads, outputs and memory"
+    )
+    backend: Literal["filesystem", "s3"] = Field("filesystem", description="where thread data and payload blobs live")
+    s3: S3Settings = Field(default_factory=S3Settings, description="used when backend is s3")
 
 
 class SandboxSettings(_Strict):
@@ -167,3 +174,10 @@ def _describe(exc: ValidationError) -> str:
         else:
             problems.append(f"'{key}': {error['msg']}")
     return "; ".join(problems)
+
+
+def open_object_store(config: HartflowConfig) -> ObjectStore:
+    """The configured storage backend (not yet checked: call ``.check()`` where failing fast matters)."""
+    if config.storage.backend == "s3":
+        return S3ObjectStore(config.storage.s3)
+    return FilesystemObjectStore(config.home)

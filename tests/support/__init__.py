@@ -33,9 +33,10 @@ def unique(prefix: str) -> str:
 def make_config(home: Path, address: str, **overrides: Any) -> HartflowConfig:
     run = overrides.pop("run", {})
     sandbox = overrides.pop("sandbox", {})
+    storage = overrides.pop("storage", {})
     return load_config(
         overrides={
-            "storage": {"home": str(home)},
+            "storage": {"home": str(home), **storage},
             "temporal": {"address": address, "task_queue": unique("tq")},
             "sandbox": {"allow_host_bash": True, **sandbox},
             "run": {"model_call": {"heartbeat_seconds": 5}, "tool_call": {"heartbeat_seconds": 5}, **run},

@@ -1,0 +1,95 @@
+"""Object storage for everything a thread owns outside workflow history: the two backends behind one interface.
+
+Keys are ``/``-separated paths relative to the store's root (e.g.
+``users/{user}/threads/{thread}/state/v0000000007.json``). The ``filesystem`` backend maps them onto the
+hartflow home; the ``s3`` backend onto ``s3://{bucket}/{prefix}{key}``. Both offer the one primitive the
+thread store needs to never overwrite newer state silently: a create-only write (``put(..., if_absent=True)``
+— an ``O_EXCL`` link on the filesystem, a conditional ``PutObject`` with ``If-None-Match: *`` on S3).
+
+The interface is synchronous: activities that use it are sync activities (run in the worker's thread pool),
+and the CLI calls it directly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+
+class StorageError(Exception):
+    """A storage operation failed in a way a retry may fix (network, throttling, a server restart)."""
+
+
+class StorageConfigError(StorageError):
+    """The storage configuration is wrong (bad endpoint, missing bucket, bad credentials); the message names
+    the setting to fix. Not retryable."""
+
+
+class ObjectExistsError(StorageError):
+    """A create-only write found the key already present."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    modified: datetime
+    etag: str
+    """Changes whenever the content changes (an MD5 on S3; ``mtime_ns-size`` on the filesystem)."""
+
+
+class ObjectStore(ABC):
+    """A flat key → bytes store. Implementations must be safe to share between threads."""
+
+    backend: str
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the data lives, for messages: ``/path/to/home`` or ``s3://bucket/prefix``."""
+
+    @abstractmethod
+    def check(self) -> None:
+        """Verify the store is reachable, exists and accepts these credentials (one write, one read, one
+        delete of a probe object); raise :class:`StorageConfigError` naming the setting otherwise."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, or ``None`` when there is no such key."""
+
+    @abstractmethod
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> None:
+        """Store ``data`` at ``key`` atomically (readers see the old or the new bytes, never a mix). With
+        ``if_absent`` the write only happens if ``key`` does not exist yet; otherwise
+        :class:`ObjectExistsError`."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo | None: ...
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key``; a missing key is not an error."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, in key order."""
+
+    def delete_prefix(self, prefix: str) -> int:
+        """Remove every object under ``prefix``; returns how many were removed."""
+        keys = [info.key for info in self.list(prefix)]
+        for key in keys:
+            self.delete(key)
+        return len(keys)
+
+    def exists(self, key: str) -> bool:
+        return self.head(key) is not None
+
+
+def validate_key(key: str) -> str:
+    """Keys are relative, ``/``-separated, without empty, ``.`` or ``..`` segments (no escaping the root)."""
+    if not key or key.startswith("/") or "\\" in key or "\x00" in key:
+        raise ValueError(f"invalid storage key {key!r}")
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        raise ValueError(f"invalid storage key {key!r}")
+    return key

