@@ -6,7 +6,9 @@ sha256, where it is) — never its bytes (DeerFlow #4138). ``load`` reads the re
 a model call and hands back ``data:`` URLs, refusing any file that vanished, changed (size or sha256) or grew
 past 20 MiB since it was viewed. Error texts are DeerFlow's ``view_image_tool``'s.
 
-A sandbox that does not mount the thread folders (Kubernetes) keeps its files in the pod: ``view_image`` then
+The images are read from the thread's files on the configured storage (``ThreadFiles``): the folders under the
+home on the filesystem backend, the bucket on S3 (where every sandbox tool call's changes were pushed). A
+sandbox that does not mount the thread folders (Kubernetes) keeps its files in the pod: ``view_image`` then
 reports them as not found.
 """
 
@@ -14,12 +16,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from temporalio import activity
 
-from activities.paths import ThreadPaths
+from activities.thread_files import PathEscapeError, ThreadFiles
 from workflows.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
@@ -52,36 +53,35 @@ def detect_mime(data: bytes) -> str | None:
     return None
 
 
-def _resolve(home: Path, thread: ThreadRef, virtual: str) -> Path:
-    """The host file behind ``virtual``, which must stay inside the thread's user-data folders."""
+def _check_path(virtual: str) -> None:
+    """Refuse paths outside the thread's user-data folders with DeerFlow's texts."""
     if not any(virtual == root or virtual.startswith(f"{root}/") for root in ALLOWED_ROOTS):
         raise _Refused(f"Error: Only image paths under {', '.join(ALLOWED_ROOTS)} are allowed")
-    relative = PurePosixPath(virtual).relative_to(VIRTUAL_PATH_PREFIX)
-    if ".." in relative.parts or "\0" in virtual:
+    if ".." in PurePosixPath(virtual).parts or "\0" in virtual:
         raise _Refused("Error: Access denied: path traversal detected")
-    user_data = Path(os.path.realpath(ThreadPaths(home, thread.user_id, thread.thread_id).user_data))
-    host = Path(os.path.realpath(user_data.joinpath(*relative.parts)))
-    if not any(host.is_relative_to(user_data / name) for name in USER_DATA_DIRS):
-        raise _Refused("Error: Access denied: path traversal detected")
-    return host
 
 
-def _inspect(home: Path, thread: ThreadRef, virtual: str) -> ImageInspectResult:
-    host = _resolve(home, thread, virtual)
+def _inspect(files: ThreadFiles, thread: ThreadRef, virtual: str) -> ImageInspectResult:
+    _check_path(virtual)
     suffix = PurePosixPath(virtual).suffix
     expected = EXTENSION_TO_MIME.get(suffix.lower())
     if expected is None:
         raise _Refused(f"Error: Unsupported image format: {suffix}. Supported formats: {', '.join(EXTENSION_TO_MIME)}")
-    if not host.exists():
+    try:
+        info = files.info(thread, virtual)
+    except PathEscapeError:
+        raise _Refused("Error: Access denied: path traversal detected") from None
+    if info is None:
         raise _Refused(f"Error: Image file not found: {virtual}")
-    if not host.is_file():
+    if info.is_dir:
         raise _Refused(f"Error: Path is not a file: {virtual}")
-    size = host.stat().st_size
-    if size > MAX_IMAGE_BYTES:
+    if info.size > MAX_IMAGE_BYTES:
         raise _Refused(
-            f"Error: Image file is too large: {size} bytes. Maximum supported size is {MAX_IMAGE_BYTES} bytes"
+            f"Error: Image file is too large: {info.size} bytes. Maximum supported size is {MAX_IMAGE_BYTES} bytes"
         )
-    data = host.read_bytes()
+    data = files.read(thread, virtual)
+    if data is None:  # deleted between the two looks
+        raise _Refused(f"Error: Image file not found: {virtual}")
     detected = detect_mime(data)
     if detected is None:
         raise _Refused("Error: File contents do not match a supported image format")
@@ -91,32 +91,35 @@ def _inspect(home: Path, thread: ThreadRef, virtual: str) -> ImageInspectResult:
         mime_type=detected,
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
-        actual_path=host.relative_to(Path(os.path.realpath(home))).as_posix(),
+        actual_path=files.key(thread, virtual),
     )
 
 
-def _data_url(home: Path, thread: ThreadRef, image: ViewedImage) -> str | None:
+def _data_url(files: ThreadFiles, thread: ThreadRef, image: ViewedImage) -> str | None:
     """The image as it was viewed, or ``None``: missing, changed, or over the cap."""
     try:
-        host = _resolve(home, thread, image.path)
-        if not host.is_file() or host.stat().st_size != image.size or image.size > MAX_IMAGE_BYTES:
+        _check_path(image.path)
+        info = files.info(thread, image.path)
+        if info is None or info.is_dir or info.size != image.size or image.size > MAX_IMAGE_BYTES:
             return None
-        data = host.read_bytes()
-    except (_Refused, OSError, ValueError):
+        data = files.read(thread, image.path)
+    except (_Refused, OSError, ValueError):  # ValueError: PathEscapeError, bad ids
         return None
-    if len(data) != image.size or (image.sha256 is not None and hashlib.sha256(data).hexdigest() != image.sha256):
+    if data is None or len(data) != image.size:
+        return None
+    if image.sha256 is not None and hashlib.sha256(data).hexdigest() != image.sha256:
         return None
     return f"data:{image.mime_type};base64,{base64.b64encode(data).decode('ascii')}"
 
 
 class ImageActivities:
-    def __init__(self, home: Path) -> None:
-        self._home = home
+    def __init__(self, files: ThreadFiles) -> None:
+        self._files = files
 
     @activity.defn(name=IMAGE_INSPECT)
     def inspect(self, input: ImageInspectInput) -> ImageInspectResult:
         try:
-            return _inspect(self._home, input.thread, input.path)
+            return _inspect(self._files, input.thread, input.path)
         except _Refused as refused:
             return ImageInspectResult(error=str(refused))
         except OSError as exc:
@@ -124,4 +127,4 @@ class ImageActivities:
 
     @activity.defn(name=IMAGE_LOAD)
     def load(self, input: ImageLoadInput) -> ImageLoadResult:
-        return ImageLoadResult([_data_url(self._home, input.thread, image) for image in input.images])
+        return ImageLoadResult([_data_url(self._files, input.thread, image) for image in input.images])

@@ -1,7 +1,8 @@
 """The per-user memory store and the ``memory.load`` activity DynamicContext awaits.
 
-Layout: one document per user, ``{home}/users/{user_id}/memory.json``, in DeerFlow's memory shape (deermem's
-compatibility document)::
+Layout: one document per user, key ``users/{user_id}/memory.json`` of the configured object store (on the
+filesystem backend ``{home}/users/{user_id}/memory.json``, on S3 under the bucket's prefix), in DeerFlow's
+memory shape (deermem's compatibility document)::
 
     {"version": "1.0", "lastUpdated": "<ISO-8601>",
      "user":    {"workContext": {"summary", "updatedAt"}, "personalContext": {…}, "topOfMind": {…}},
@@ -9,7 +10,7 @@ compatibility document)::
      "facts":   [{"id", "content", "category", "confidence", "createdAt", "source"}]}
 
 Writers (the Memory middleware's per-user memory workflow, through ``memory.read``/``memory.save``) go through
-:func:`save_memory`, which replaces the file atomically so a reader never sees half a document; readers through
+:func:`save_memory`, which replaces the object atomically so a reader never sees half a document; readers through
 :func:`load_memory`.
 :func:`format_memory_for_injection` is DeerFlow's formatter with its ``legacy`` ranking (facts by confidence)
 and its network-free ``char`` token counting, so the injected block is the same on every worker.
@@ -20,14 +21,12 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.storage import ObjectStore, StorageError, activity_errors
 from workflows.contracts import (
     MEMORY_LOAD,
     MEMORY_READ,
@@ -50,8 +49,8 @@ class MemoryStoreError(ValueError):
     """A memory file that exists but is not a memory document."""
 
 
-def memory_file(home: Path, user_id: str) -> Path:
-    return home / "users" / validate_user_id(user_id) / MEMORY_FILE
+def memory_key(user_id: str) -> str:
+    return f"users/{validate_user_id(user_id)}/{MEMORY_FILE}"
 
 
 def empty_memory() -> dict[str, Any]:
@@ -66,34 +65,24 @@ def empty_memory() -> dict[str, Any]:
     }
 
 
-def load_memory(home: Path, user_id: str) -> dict[str, Any]:
+def load_memory(store: ObjectStore, user_id: str) -> dict[str, Any]:
     """The user's memory document; an empty one when the user has none yet."""
-    path = memory_file(home, user_id)
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    key = memory_key(user_id)
+    raw = store.get(key)
+    if raw is None:
         return empty_memory()
     try:
         data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise MemoryStoreError(f"{path} is not valid JSON: {exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MemoryStoreError(f"{key} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise MemoryStoreError(f"{path} must hold a JSON object")
+        raise MemoryStoreError(f"{key} must hold a JSON object")
     return data
 
 
-def save_memory(home: Path, user_id: str, data: dict[str, Any]) -> None:
-    """Replace the user's memory document atomically (write a sibling temp file, then rename it over)."""
-    path = memory_file(home, user_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=".memory-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False, indent=2)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+def save_memory(store: ObjectStore, user_id: str, data: dict[str, Any]) -> None:
+    """Replace the user's memory document atomically (readers see the old or the new one, never a mix)."""
+    store.put(memory_key(user_id), json.dumps(data, ensure_ascii=False, indent=2).encode("utf-8"))
 
 
 # -- injection format (DeerFlow's ``format_memory_for_injection``) ------------------------------------------
@@ -184,15 +173,15 @@ def format_memory_for_injection(memory: dict[str, Any], max_tokens: int = 2000) 
 
 
 class MemoryActivities:
-    def __init__(self, home: Path) -> None:
-        self._home = home
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
 
     @activity.defn(name=MEMORY_LOAD)
     def load(self, input: MemoryLoadInput) -> MemoryContext:
         """The user's memory formatted for injection; empty (nothing to inject) when unreadable, as in DeerFlow."""
         try:
-            memory = load_memory(self._home, input.user_id)
-        except (MemoryStoreError, OSError) as exc:
+            memory = load_memory(self._store, input.user_id)
+        except (MemoryStoreError, OSError, StorageError) as exc:
             activity.logger.warning("memory of user %s not injected: %s", input.user_id, exc)
             return MemoryContext("")
         return MemoryContext(format_memory_for_injection(memory, input.max_tokens))
@@ -202,10 +191,12 @@ class MemoryActivities:
         """The raw document, for the memory workflow's update. A corrupt file fails the update for good rather
         than being overwritten by one built from scratch."""
         try:
-            return MemoryDocument(load_memory(self._home, input.user_id))
+            with activity_errors():
+                return MemoryDocument(load_memory(self._store, input.user_id))
         except MemoryStoreError as exc:
             raise ApplicationError(str(exc), type="MemoryStoreError", non_retryable=True) from exc
 
     @activity.defn(name=MEMORY_SAVE)
     def save(self, input: MemorySaveInput) -> None:
-        save_memory(self._home, input.user_id, input.data)
+        with activity_errors():
+            save_memory(self._store, input.user_id, input.data)

@@ -25,7 +25,9 @@ from temporalio.exceptions import ApplicationError
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
 from activities.models.scripted import ScriptError, ScriptExhaustedError
+from activities.storage import ObjectStore
 from activities.tracing import model_span, record_usage
+from activities.transcripts import TranscriptError, TranscriptStore
 from workflows.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 
 __all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
@@ -62,6 +64,10 @@ async def _with_heartbeats(awaitable: Awaitable[_T], interval: float) -> _T:
 
 
 class ModelActivities:
+    def __init__(self, store: ObjectStore | None = None) -> None:
+        """``store``: where the threads' message blobs live; requests that carry a transcript reference need it."""
+        self._transcripts = TranscriptStore(store) if store is not None else None
+
     @activity.defn(name=MODEL_INVOKE)
     async def invoke(self, input: ModelCallInput) -> AIMessage:
         """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
@@ -73,7 +79,7 @@ class ModelActivities:
 
     async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:
         call = CallCoordinates(purpose=input.purpose, call_index=input.call_index, attempt=info.attempt)
-        messages: list[BaseMessage] = list(input.messages)
+        messages: list[BaseMessage] = list(await self._messages(input))
         if input.system_message is not None:
             messages.insert(0, input.system_message)
         try:
@@ -98,6 +104,18 @@ class ModelActivities:
             # Random is fine: the activity result is recorded in history and replayed verbatim.
             message.id = f"run-{uuid.uuid4()}"
         return message
+
+    async def _messages(self, input: ModelCallInput) -> list[BaseMessage]:
+        """The request's messages: inline, or resolved from the thread's blobs (a storage outage is retried;
+        a reference that does not add up is not)."""
+        if input.transcript is None:
+            return list(input.messages)
+        if self._transcripts is None:
+            raise ApplicationError("this worker has no blob store for transcript references", non_retryable=True)
+        try:
+            return await asyncio.to_thread(self._transcripts.resolve, input.transcript)
+        except TranscriptError as exc:
+            raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
 
 
 async def _notify_retry(info: activity.Info, signal: str, error: ApplicationError) -> None:

@@ -3,7 +3,7 @@
 Layout (DeerFlow's user-scoped layout, rooted at the hartflow home instead of ``.deer-flow``)::
 
     {home}/users/{user_id}/threads/{thread_id}/user-data/{workspace,uploads,outputs}
-    {home}/users/{user_id}/threads/{thread_id}/state.json        (filesystem thread store)
+    {home}/users/{user_id}/threads/{thread_id}/state/v{N}.json   (the thread store on the filesystem backend)
 
 Inside a sandbox the same folders appear under ``/mnt/user-data``.
 """
@@ -61,10 +61,6 @@ class ThreadPaths:
     @property
     def outputs(self) -> Path:
         return self.user_data / "outputs"
-
-    @property
-    def state_file(self) -> Path:
-        return self.thread_dir / "state.json"
 
     def ensure_dirs(self) -> None:
         for name in USER_DATA_DIRS:

@@ -1,19 +1,25 @@
-"""Thread state storage and the ``thread.load`` / ``thread.commit`` activities.
+"""Thread state storage and the ``thread.load`` / ``thread.commit`` activities, on either storage backend.
 
 A commit is a compare-and-swap on a version number: the run passes the version it loaded, and a store whose
 version moved on (another run committed meanwhile) refuses with a non-retryable ``ThreadConflict``, so a
 commit never silently overwrites newer state. A retried commit (the worker died after writing but before
 reporting) recognises its own earlier write by ``(run_id, expected_version)`` and succeeds idempotently.
+
+Layout: each committed version is its own immutable object (``users/{u}/threads/{t}/state/v{N:010d}.json``),
+written **create-only** through :meth:`ObjectStore.put` with ``if_absent`` — an ``O_EXCL`` link on the
+filesystem, a conditional ``PutObject`` with ``If-None-Match: *`` on S3. Two committers racing from version
+N both try to create ``v{N+1}``; the storage lets exactly one succeed, so there is no lock to hold and no
+window between "check" and "write". Loading lists the prefix and reads the highest version (S3 listings are
+strongly consistent); older versions are pruned after each commit, keeping the last few. A thread committed
+before this layout (``users/{u}/threads/{t}/state.json``) still loads, and its next commit moves it over.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
+import logging
+import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,7 +27,8 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.paths import ThreadPaths
+from activities.storage import ObjectExistsError, ObjectStore, StorageError, activity_errors
+from activities.storage.filesystem import FilesystemObjectStore
 from workflows.contracts import (
     THREAD_COMMIT,
     THREAD_LOAD,
@@ -31,7 +38,16 @@ from workflows.contracts import (
     ThreadRef,
     ThreadSnapshot,
 )
+from workflows.paths import thread_dir
 from workflows.state import ThreadState
+
+KEPT_VERSIONS = 3
+"""Versions kept per thread: the newest plus two, so a reader that listed just before a commit still finds its
+object, and an operator can look one commit back."""
+LEGACY_STATE_OBJECT = "state.json"
+_VERSION_OBJECT = re.compile(r"v(\d{10})\.json")
+_LOAD_ATTEMPTS = 5
+_log = logging.getLogger(__name__)
 
 
 class ThreadConflictError(Exception):
@@ -50,66 +66,122 @@ class ThreadStore(ABC):
     def exists(self, thread: ThreadRef) -> bool: ...
 
 
-class FilesystemThreadStore(ThreadStore):
-    """``state.json`` per thread under the hartflow home; atomic replace under an exclusive file lock."""
+class ObjectThreadStore(ThreadStore):
+    """Thread state over an :class:`ObjectStore`: one implementation for every backend."""
 
-    def __init__(self, home: Path):
-        self.home = Path(home)
+    def __init__(self, objects: ObjectStore):
+        self.objects = objects
 
-    def _paths(self, thread: ThreadRef) -> ThreadPaths:
-        return ThreadPaths(self.home, thread.user_id, thread.thread_id)
+    @staticmethod
+    def thread_prefix(thread: ThreadRef) -> str:
+        """Every object the thread owns (state, uploads, outputs, blobs) lives under this key prefix."""
+        return f"{thread_dir(thread.user_id, thread.thread_id)}/"
+
+    def _state_prefix(self, thread: ThreadRef) -> str:
+        return f"{self.thread_prefix(thread)}state/"
+
+    def _version_key(self, thread: ThreadRef, version: int) -> str:
+        return f"{self._state_prefix(thread)}v{version:010d}.json"
+
+    def _legacy_key(self, thread: ThreadRef) -> str:
+        return f"{self.thread_prefix(thread)}{LEGACY_STATE_OBJECT}"
+
+    def versions(self, thread: ThreadRef) -> list[int]:
+        """The stored versions of the thread, oldest first."""
+        prefix = self._state_prefix(thread)
+        found = []
+        for info in self.objects.list(prefix):
+            match = _VERSION_OBJECT.fullmatch(info.key[len(prefix) :])
+            if match:
+                found.append(int(match.group(1)))
+        return sorted(found)
+
+    def record(self, thread: ThreadRef) -> dict[str, Any] | None:
+        """The newest committed record (``version``, ``commit``, ``committed_at``, ``state``), or ``None``."""
+        for _ in range(_LOAD_ATTEMPTS):
+            versions = self.versions(thread)
+            if not versions:
+                return self._read(self._legacy_key(thread))
+            record = self._read(self._version_key(thread, versions[-1]))
+            if record is not None:
+                return record
+            # Pruned (or the thread deleted) between the listing and the read: list again.
+        raise StorageError(f"thread {thread.thread_id}: its newest state kept changing while being read")
 
     def load(self, thread: ThreadRef) -> ThreadSnapshot:
-        record = self._read(self._paths(thread).state_file)
+        record = self.record(thread)
         if record is None:
             return ThreadSnapshot(ThreadState(), 0)
         return ThreadSnapshot(ThreadState.model_validate(record["state"]), int(record["version"]))
 
     def exists(self, thread: ThreadRef) -> bool:
-        return self._paths(thread).state_file.exists()
+        return bool(self.versions(thread)) or self.objects.exists(self._legacy_key(thread))
 
     def commit(self, thread: ThreadRef, state: ThreadState, *, expected_version: int, run_id: str) -> int:
-        path = self._paths(thread).state_file
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Store ``state`` as version ``expected_version + 1`` if that version does not exist yet; return it."""
         commit_id = {"run_id": run_id, "from_version": expected_version}
-        with _locked(path.with_suffix(".lock")):
-            record = self._read(path)
-            stored = int(record["version"]) if record else 0
-            if record is not None and stored == expected_version + 1 and record.get("commit") == commit_id:
-                return stored
-            if stored != expected_version:
-                raise ThreadConflictError(
-                    f"thread {thread.thread_id} is at version {stored}, but this commit was based on "
-                    f"version {expected_version}: another run committed in between"
-                )
-            new = {
-                "version": expected_version + 1,
-                "commit": commit_id,
-                "committed_at": datetime.now(UTC).isoformat(),
-                "state": state.model_dump(mode="json"),
-            }
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(new, ensure_ascii=False), encoding="utf-8")
-            os.replace(tmp, path)
-            return expected_version + 1
-
-    @staticmethod
-    def _read(path: Path) -> dict[str, Any] | None:
+        new_version = expected_version + 1
+        versions = self.versions(thread)
+        stored = versions[-1] if versions else self._legacy_version(thread)
+        if stored != expected_version:
+            return self._retried_or_conflict(thread, commit_id, stored)
+        record = {
+            "version": new_version,
+            "commit": commit_id,
+            "committed_at": datetime.now(UTC).isoformat(),
+            "state": state.model_dump(mode="json"),
+        }
         try:
-            data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
+            self.objects.put(
+                self._version_key(thread, new_version),
+                json.dumps(record, ensure_ascii=False).encode("utf-8"),
+                if_absent=True,
+            )
+        except ObjectExistsError:
+            # Someone created this version first: us (an earlier attempt whose answer was lost) or another run.
+            return self._retried_or_conflict(thread, commit_id, max(self.versions(thread), default=new_version))
+        self._prune(thread, new_version, migrated=not versions and stored > 0)
+        return new_version
+
+    def _retried_or_conflict(self, thread: ThreadRef, commit_id: dict[str, Any], stored: int) -> int:
+        new_version = int(commit_id["from_version"]) + 1
+        if stored >= new_version:
+            mine = self._read(self._version_key(thread, new_version))
+            if mine is not None and mine.get("commit") == commit_id:
+                return new_version
+        raise ThreadConflictError(
+            f"thread {thread.thread_id} is at version {stored}, but this commit was based on "
+            f"version {commit_id['from_version']}: another run committed in between"
+        )
+
+    def _legacy_version(self, thread: ThreadRef) -> int:
+        record = self._read(self._legacy_key(thread))
+        return int(record["version"]) if record else 0
+
+    def _prune(self, thread: ThreadRef, newest: int, *, migrated: bool) -> None:
+        """Best effort: a failed prune leaves an old version behind, never loses the new one."""
+        try:
+            for version in self.versions(thread):
+                if version <= newest - KEPT_VERSIONS:
+                    self.objects.delete(self._version_key(thread, version))
+            if migrated:
+                self.objects.delete(self._legacy_key(thread))
+        except StorageError as exc:
+            _log.warning("thread %s: old state versions not pruned: %s", thread.thread_id, exc)
+
+    def _read(self, key: str) -> dict[str, Any] | None:
+        data = self.objects.get(key)
+        if data is None:
             return None
-        return data
+        record: dict[str, Any] = json.loads(data)
+        return record
 
 
-@contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    with open(lock_path, "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+class FilesystemThreadStore(ObjectThreadStore):
+    """The thread store on the ``filesystem`` backend rooted at ``home`` (for tools and tests holding a home)."""
+
+    def __init__(self, home: Path):
+        super().__init__(FilesystemObjectStore(home))
 
 
 class ThreadStoreActivities:
@@ -118,14 +190,16 @@ class ThreadStoreActivities:
 
     @activity.defn(name=THREAD_LOAD)
     def load(self, input: ThreadLoadInput) -> ThreadSnapshot:
-        return self.store.load(input.thread)
+        with activity_errors():
+            return self.store.load(input.thread)
 
     @activity.defn(name=THREAD_COMMIT)
     def commit(self, input: ThreadCommitInput) -> ThreadCommitResult:
         try:
-            version = self.store.commit(
-                input.thread, input.state, expected_version=input.expected_version, run_id=input.run_id
-            )
+            with activity_errors():
+                version = self.store.commit(
+                    input.thread, input.state, expected_version=input.expected_version, run_id=input.run_id
+                )
         except ThreadConflictError as exc:
             raise ApplicationError(str(exc), type="ThreadConflict", non_retryable=True) from exc
         return ThreadCommitResult(version)

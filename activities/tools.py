@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from activities.thread_files import ThreadFiles
 from activities.tracing import record_tool_output, tool_span
 from workflows.contracts import (
     SANDBOX_ACQUIRE,
@@ -27,6 +28,7 @@ from workflows.contracts import (
     SandboxAcquireInput,
     SandboxAcquireResult,
     SandboxReleaseInput,
+    ThreadRef,
     ToolCallInput,
     ToolCallOutput,
 )
@@ -286,9 +288,15 @@ def bind_tool_call(tool_call: dict[str, Any]) -> Callable[[Sandbox], str]:
 class ToolActivities:
     """Runs tools in the thread's sandbox, acquiring it lazily on first use as DeerFlow's tools do."""
 
-    def __init__(self, provider: SandboxProvider, *, heartbeat_interval: float = 5.0) -> None:
+    def __init__(
+        self, provider: SandboxProvider, *, files: ThreadFiles | None = None, heartbeat_interval: float = 5.0
+    ) -> None:
         self._provider = provider
         self._heartbeat_interval = heartbeat_interval
+        # Remote thread files (S3) reach a sandbox that works on this worker's folders through a working copy,
+        # synchronised around every call; a pod (Kubernetes) keeps its own files and is left alone.
+        syncs = files is not None and files.uses_working_copy and provider.uses_thread_data_mounts
+        self._working_copy = files if syncs else None
 
     @activity.defn(name=TOOL_EXECUTE)
     async def execute(self, input: ToolCallInput) -> ToolCallOutput:
@@ -325,9 +333,19 @@ class ToolActivities:
                 sandbox = self._provider.get(sandbox_id)
                 if sandbox is None:
                     raise RuntimeError(f"sandbox {sandbox_id!r} vanished right after it was acquired")
-            return ToolCallOutput(call(sandbox), sandbox_id=sandbox_id)
+            return ToolCallOutput(self._synchronised(input.thread, sandbox, call), sandbox_id=sandbox_id)
         except SandboxError as e:
             return ToolCallOutput(f"Error: {e}", status="error", sandbox_id=sandbox_id)
+
+    def _synchronised(self, thread: ThreadRef, sandbox: Sandbox, call: Callable[[Sandbox], str]) -> str:
+        """Run ``call`` on an up-to-date working copy and store what it changed, also when it failed."""
+        if self._working_copy is None:
+            return call(sandbox)
+        self._working_copy.pull(thread)
+        try:
+            return call(sandbox)
+        finally:
+            self._working_copy.push(thread)
 
     async def _in_thread(self, work: Callable[[], T]) -> T:
         """Run blocking sandbox work off the event loop, heartbeating so a dead worker is noticed quickly

@@ -8,16 +8,16 @@ the right line range instead of reading everything.
 
 from __future__ import annotations
 
+import io
 import os
 import re
-import shutil
-import uuid
 from collections.abc import Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from temporalio import activity
 
-from activities.paths import ThreadPaths
+from activities.storage import ObjectStore
+from activities.thread_files import PathEscapeError, ThreadFiles
 from workflows.contracts import (
     UPLOADS_LIST,
     OutlineEntry,
@@ -26,7 +26,11 @@ from workflows.contracts import (
     UploadsListInput,
     UploadsListResult,
 )
-from workflows.paths import UPLOAD_STAGING_PREFIX, UPLOAD_STAGING_SUFFIX, is_upload_staging_file
+from workflows.paths import (
+    VIRTUAL_UPLOADS_DIR,
+    is_upload_staging_file,
+    thread_dir,
+)
 
 MAX_OUTLINE_ENTRIES = 50
 OUTLINE_PREVIEW_LINES = 5
@@ -58,11 +62,17 @@ def validate_upload_name(name: str) -> str:
     return name
 
 
-def store_uploads(home: Path, thread: ThreadRef, sources: Sequence[Path]) -> list[UploadedFile]:
-    """Copy ``sources`` into the thread's uploads folder under their own names (replacing same-named uploads).
+def upload_key(thread: ThreadRef, name: str) -> str:
+    """Where an upload lives in storage — on the filesystem backend exactly its path under the home."""
+    return f"{thread_dir(thread.user_id, thread.thread_id)}/user-data/uploads/{validate_upload_name(name)}"
 
-    Every source is checked before the first copy, so a bad one leaves the folder untouched. Each copy is
-    written to a staging file and renamed, so a run never lists a half-written upload.
+
+def store_uploads(store: ObjectStore, thread: ThreadRef, sources: Sequence[Path]) -> list[UploadedFile]:
+    """Copy ``sources`` into the thread's uploads in ``store`` under their own names (replacing same-named ones).
+
+    Every source is checked before the first copy, so a bad one leaves the uploads untouched. Each object is
+    written atomically (a renamed temp file on the filesystem, one PutObject on S3), so a run never lists a
+    half-written upload.
     """
     names: dict[str, Path] = {}
     for source in sources:
@@ -74,17 +84,11 @@ def store_uploads(home: Path, thread: ThreadRef, sources: Sequence[Path]) -> lis
         if not os.access(source, os.R_OK):
             raise UploadError(f"cannot upload {source}: permission denied")
         names[name] = source
-    paths = ThreadPaths(home, thread.user_id, thread.thread_id)
-    paths.ensure_dirs()
     stored = []
     for name, source in names.items():
-        staging = paths.uploads / f"{UPLOAD_STAGING_PREFIX}{uuid.uuid4().hex}{UPLOAD_STAGING_SUFFIX}"
-        try:
-            shutil.copyfile(source, staging)
-            os.replace(staging, paths.uploads / name)
-        finally:
-            staging.unlink(missing_ok=True)
-        stored.append(UploadedFile(name, (paths.uploads / name).stat().st_size))
+        data = source.read_bytes()
+        store.put(upload_key(thread, name), data)
+        stored.append(UploadedFile(name, len(data)))
     return stored
 
 
@@ -109,11 +113,16 @@ def _plain_title(raw: str) -> str:
     return text
 
 
-def extract_outline(markdown: Path) -> tuple[list[OutlineEntry], bool]:
+def _text_lines(markdown: bytes) -> io.TextIOWrapper:
+    """The file's lines as ``open(encoding="utf-8-sig")`` yields them, so line numbers match ``read_file``'s."""
+    return io.TextIOWrapper(io.BytesIO(markdown), encoding="utf-8-sig", errors="replace")
+
+
+def extract_outline(markdown: bytes) -> tuple[list[OutlineEntry], bool]:
     """Headings of a Markdown file (outside code blocks) as ``(entries, truncated)``, at most 50 entries."""
     entries: list[OutlineEntry] = []
     fence = ""
-    with markdown.open(encoding="utf-8-sig", errors="replace") as f:
+    with _text_lines(markdown) as f:
         for number, raw in enumerate(f, 1):
             line = raw.rstrip("\r\n")
             marker = _FENCE.match(line)
@@ -143,11 +152,11 @@ def extract_outline(markdown: Path) -> tuple[list[OutlineEntry], bool]:
     return entries, False
 
 
-def outline_preview(markdown: Path) -> list[str]:
+def outline_preview(markdown: bytes) -> list[str]:
     """The first non-empty lines, for documents without headings (at most 2,000 characters in all)."""
     preview: list[str] = []
     room = _PREVIEW_MAX_CHARS
-    with markdown.open(encoding="utf-8-sig", errors="replace") as f:
+    with _text_lines(markdown) as f:
         for raw in f:
             if (stripped := raw.strip()) == "":
                 continue
@@ -159,32 +168,42 @@ def outline_preview(markdown: Path) -> list[str]:
     return preview
 
 
-def describe_upload(path: Path, *, with_outline: bool) -> UploadedFile:
-    file = UploadedFile(path.name, path.stat().st_size)
-    markdown = path if path.suffix.lower() == ".md" else path.with_suffix(".md")
-    if not with_outline or not markdown.is_file():
+def describe_upload(files: ThreadFiles, thread: ThreadRef, name: str, *, with_outline: bool) -> UploadedFile | None:
+    """The upload ``name`` (with the outline of its sibling ``.md``), or ``None`` when it is not a file."""
+    try:
+        info = files.info(thread, f"{VIRTUAL_UPLOADS_DIR}/{name}")
+    except PathEscapeError:  # a symlink out of the thread's folders
+        return None
+    if info is None or info.is_dir:
+        return None
+    file = UploadedFile(name, info.size)
+    stem = PurePosixPath(name)
+    markdown = name if stem.suffix.lower() == ".md" else stem.with_suffix(".md").name
+    if not with_outline:
         return file
     try:
-        file.outline, file.outline_truncated = extract_outline(markdown)
+        data = files.read(thread, f"{VIRTUAL_UPLOADS_DIR}/{markdown}")
+    except (OSError, PathEscapeError):
+        activity.logger.warning("cannot read the outline of %s", name, exc_info=True)
+        return file
+    if data is not None:
+        file.outline, file.outline_truncated = extract_outline(data)
         if not file.outline:
-            file.outline_preview = outline_preview(markdown)
-    except OSError:
-        activity.logger.warning("cannot read the outline of %s", path.name, exc_info=True)
+            file.outline_preview = outline_preview(data)
     return file
 
 
 class UploadActivities:
-    def __init__(self, home: Path) -> None:
-        self._home = home
+    def __init__(self, files: ThreadFiles) -> None:
+        self._files = files
 
     @activity.defn(name=UPLOADS_LIST)
     def list_uploads(self, input: UploadsListInput) -> UploadsListResult:
-        uploads = ThreadPaths(self._home, input.thread.user_id, input.thread.thread_id).uploads
         found: list[UploadedFile] = []
         for name in input.filenames:
-            if Path(name).name != name or name in ("", ".", ".."):
+            if Path(name).name != name or name in ("", ".", "..") or is_upload_staging_file(name):
                 continue
-            path = uploads / name
-            if path.is_file() and not path.is_symlink():
-                found.append(describe_upload(path, with_outline=len(found) < input.outline_limit))
+            file = describe_upload(self._files, input.thread, name, with_outline=len(found) < input.outline_limit)
+            if file is not None:
+                found.append(file)
         return UploadsListResult(found)

@@ -2,7 +2,10 @@
 
 * :func:`runtime_base` — the segment lead agents and subagents share (reference §1.1, the seed's first table);
 * :func:`lead_tail` — the lead-only segment (reference §1.2, the seed's second table), ending with
-  Clarification, which must stay last so it intercepts ``ask_clarification`` innermost.
+  Clarification, which must stay last so it intercepts ``ask_clarification`` innermost;
+* :func:`build_subagent_chain` — a subagent's chain (reference §1.5): the base without Uploads, then
+  SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, extensions, SafetyFinishReason, Summarization —
+  no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit or Clarification.
 
 Conditional middlewares (the seed's ``?``) are included exactly when their condition holds, written inline
 here as in DeerFlow's ``build_middlewares`` so the conditions read in one place. The chain of a run is
@@ -26,6 +29,7 @@ from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
 from middlewares.sandbox import SandboxMiddleware
 from middlewares.sandbox_audit import SandboxAuditMiddleware
 from middlewares.skill_activation import SkillActivationMiddleware
+from middlewares.subagent_limit import SubagentLimitMiddleware
 from middlewares.summarization import SummarizationMiddleware
 from middlewares.thread_data import ThreadDataMiddleware
 from middlewares.title import TitleMiddleware
@@ -38,8 +42,9 @@ from middlewares.view_image import ViewImageMiddleware
 from workflows.settings import RunSettings
 
 
-def runtime_base(settings: RunSettings, *, include_uploads: bool) -> list[Middleware]:
-    """The segment every agent shares, outermost first (reference §1.1)."""
+def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: bool = True) -> list[Middleware]:
+    """The segment every agent shares, outermost first (reference §1.1). ``owns_sandbox=False`` (subagents):
+    the sandbox is the lead run's, which releases it."""
     mws = settings.middlewares
     chain: list[Middleware] = [
         ToolOutputBudgetMiddleware(mws.tool_output),  # always; it checks its own ``enabled``
@@ -47,7 +52,7 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool) -> list[Middle
     ]
     if include_uploads:
         chain.append(UploadsMiddleware(mws.uploads))
-    chain.append(SandboxMiddleware(mws.sandbox))
+    chain.append(SandboxMiddleware(mws.sandbox, release=owns_sandbox))
     chain.append(DanglingToolCallMiddleware())  # DeerFlow's include_dangling_tool_call_patch: lead and subagent
     chain.append(LLMErrorHandlingMiddleware(mws.llm_error_handling))  # always
     if mws.guardrails.enabled and mws.guardrails.provider:
@@ -76,6 +81,8 @@ def lead_tail(settings: RunSettings) -> list[Middleware]:
         chain.append(ViewImageMiddleware())
     if mws.tool_search.enabled and mws.tool_search.deferred:
         chain.append(DeferredToolFilterMiddleware(mws.tool_search))
+    if settings.subagent_enabled:
+        chain.append(SubagentLimitMiddleware(settings.subagents))  # it also brings the ``task`` tool
     if mws.loop_detection.enabled:
         chain.append(LoopDetectionMiddleware(mws.loop_detection))
     chain.extend(load_extension(spec)() for spec in settings.extensions)
@@ -86,8 +93,31 @@ def lead_tail(settings: RunSettings) -> list[Middleware]:
     return chain
 
 
+def subagent_tail(settings: RunSettings) -> list[Middleware]:
+    """A subagent's segment after the base (reference §1.5), in DeerFlow's order. DeerFlow's DurableContext,
+    TokenBudget, SkillToolPolicy and SystemMessageCoalescing have no hartflow counterpart yet."""
+    mws = settings.middlewares
+    chain: list[Middleware] = [SkillActivationMiddleware(mws.skill_activation)]
+    if settings.model_capabilities.vision:
+        chain.append(ViewImageMiddleware())
+    if mws.tool_search.enabled and mws.tool_search.deferred:
+        chain.append(DeferredToolFilterMiddleware(mws.tool_search))
+    if mws.loop_detection.enabled:
+        chain.append(LoopDetectionMiddleware(mws.loop_detection))
+    chain.extend(load_extension(spec)() for spec in settings.extensions)
+    if mws.safety_finish_reason.enabled:
+        chain.append(SafetyFinishReasonMiddleware.from_config(mws.safety_finish_reason))
+    if mws.summarization.enabled:
+        chain.append(SummarizationMiddleware(mws.summarization))
+    return chain
+
+
 def build_lead_chain(settings: RunSettings) -> list[Middleware]:
     return [*runtime_base(settings, include_uploads=True), *lead_tail(settings)]
+
+
+def build_subagent_chain(settings: RunSettings) -> list[Middleware]:
+    return [*runtime_base(settings, include_uploads=False, owns_sandbox=False), *subagent_tail(settings)]
 
 
 def describe(chain: list[Middleware]) -> list[str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -324,6 +324,21 @@ def _synthetic_content(call: dict[str, Any]) -> str:
         # DeerFlow #2894: steer the model away from re-sending the same oversized payload.
         return INVALID_WRITE_FILE_TEXT.format(details=f" Parser error: {detail}" if detail else "")
     return INVALID_ARGS_DETAIL_TEXT.format(error=detail) if detail else INVALID_ARGS_TEXT
+
+
+def invalid_call_result(call: Mapping[str, Any], *, message_id: str) -> ToolMessage:
+    """The error result this middleware would patch in for an invalid tool call (its arguments did not parse),
+    for the run loop, which answers such calls at once so the model sees the error in the same run."""
+    name = _normalize_name(call.get("name"))
+    entry = {
+        "name": name,
+        "invalid": True,
+        "error": call.get("error"),
+        "invalid_tool_name": not _valid_text(call.get("name")),
+    }
+    return ToolMessage(
+        _synthetic_content(entry), tool_call_id=call.get("id") or "", name=name, status="error", id=message_id
+    )
 
 
 def _sanitize_ai_message(message: AIMessage) -> AIMessage:

@@ -166,6 +166,7 @@ class GuardrailMiddleware(Middleware):
             user_id=ctx.user_id,
             run_id=ctx.run_id,
             tool_call_id=request.call_id or None,
+            is_subagent=ctx.is_subagent,
         )
 
     async def _evaluate(self, request: GuardrailRequest, ctx: RunContext) -> GuardrailDecision:

@@ -12,7 +12,8 @@ Hooks
 * ``after_agent`` — releases the state's sandbox id, else ``ctx.sandbox_id``, through the ``sandbox.release``
   activity (side effect). The run calls after_agent in its ``finally`` path, so failed and cancelled runs
   release too. Releasing is idempotent at both ends: the provider ignores unknown or released ids, and this
-  instance releases an id at most once per run.
+  instance releases an id at most once per run. A subagent's instance (``release=False``) never releases: the
+  subagent shares the lead run's sandbox.
 """
 
 from __future__ import annotations
@@ -53,8 +54,10 @@ class SandboxConfig(BaseModel):
 
 
 class SandboxMiddleware(Middleware):
-    def __init__(self, config: SandboxConfig | None = None) -> None:
+    def __init__(self, config: SandboxConfig | None = None, *, release: bool = True) -> None:
         self.config = config or SandboxConfig()
+        self.release = release
+        """False in subagents: they work in the lead run's sandbox, which the lead releases when it ends."""
         self._released: str | None = None
 
     async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
@@ -80,7 +83,7 @@ class SandboxMiddleware(Middleware):
 
     async def after_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         sandbox_id = state_sandbox_id(state) or ctx.sandbox_id
-        if sandbox_id is None or sandbox_id == self._released:
+        if not self.release or sandbox_id is None or sandbox_id == self._released:
             return None
         await ctx.call(
             SANDBOX_RELEASE,

@@ -24,7 +24,6 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Literal, cast
 
 from langchain_core.messages import (
@@ -44,11 +43,10 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 from middlewares._logging import hook_logger
 from middlewares._messages import SUMMARY_MESSAGE_NAME, is_dynamic_context_reminder, is_genuine_user_message
+from middlewares._model_call import call_model
 from middlewares._tool_calls import clone_with_tool_calls
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from middlewares.llm_error_handling import model_retry_policy, retry_budget
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
+from workflows.context import RunContext
 from workflows.messages import REMOVE_ALL_MESSAGES, message_text
 from workflows.state import StateUpdate, ThreadState
 
@@ -555,28 +553,10 @@ class SummarizationMiddleware(Middleware):
     async def _summarize(self, prompt: str, count: int, ctx: RunContext) -> str | None:
         """The first non-blank summary of the candidate models, or ``None`` when every candidate failed."""
         candidates = list(dict.fromkeys([self.config.model or ctx.model, ctx.model]))
-        llm = ctx.settings.middlewares.llm_error_handling
-        timeouts = ctx.settings.model_call
         for spec in candidates:
             try:
-                reply = await ctx.call(
-                    MODEL_INVOKE,
-                    ModelCallInput(
-                        model=spec,
-                        messages=[HumanMessage(prompt)],
-                        purpose="summarization",
-                        call_index=ctx.next_call_index("summarization"),
-                        run_key=f"{ctx.workflow_id}/{ctx.run_id}",
-                        retry=retry_budget(llm),
-                    ),
-                    result_type=AIMessage,
-                    summary=f"Summarization.before_model · summarize {count} messages",
-                    options=ActivityOptions(
-                        start_to_close=timedelta(seconds=timeouts.timeout_seconds),
-                        heartbeat=timedelta(seconds=timeouts.heartbeat_seconds),
-                        retry=model_retry_policy(llm),
-                    ),
-                )
+                label = f"Summarization.before_model · summarize {count} messages"
+                reply = await call_model(ctx, spec, prompt, purpose="summarization", summary=label)
             except ActivityError as error:
                 if is_cancelled_exception(error):
                     raise

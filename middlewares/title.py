@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import timedelta
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,10 +22,9 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 from middlewares._logging import hook_logger
 from middlewares._messages import ORIGINAL_USER_CONTENT_KEY, is_dynamic_context_reminder
+from middlewares._model_call import call_model
 from middlewares.base import Middleware
-from middlewares.llm_error_handling import model_retry_policy, retry_budget
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
+from workflows.context import RunContext
 from workflows.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
@@ -138,27 +136,8 @@ class TitleMiddleware(Middleware):
         return {"title": fallback_title(user_text(state), self.config)}
 
     async def _generate(self, prompt: str, model: str, ctx: RunContext) -> str | None:
-        llm = ctx.settings.middlewares.llm_error_handling
-        timeouts = ctx.settings.model_call
         try:
-            reply = await ctx.call(
-                MODEL_INVOKE,
-                ModelCallInput(
-                    model=model,
-                    messages=[HumanMessage(prompt)],
-                    purpose="title",
-                    call_index=ctx.next_call_index("title"),
-                    run_key=f"{ctx.workflow_id}/{ctx.run_id}",
-                    retry=retry_budget(llm),
-                ),
-                result_type=AIMessage,
-                summary="Title.after_model · generate title",
-                options=ActivityOptions(
-                    start_to_close=timedelta(seconds=timeouts.timeout_seconds),
-                    heartbeat=timedelta(seconds=timeouts.heartbeat_seconds),
-                    retry=model_retry_policy(llm),
-                ),
-            )
+            reply = await call_model(ctx, model, prompt, purpose="title", summary="Title.after_model · generate title")
         except ActivityError as error:
             if is_cancelled_exception(error):
                 raise

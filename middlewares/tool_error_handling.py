@@ -6,7 +6,10 @@ Hook
     activity's ``ApplicationError``; its ``type`` is the original exception class), or an inner hook raised:
     returns ``ToolMessage("Error: Tool '{name}' failed with {ExcClass}: {detail}. Continue with available
     context, or choose an alternative tool.", status="error")``, the detail cut to 500 characters (497 +
-    ``...``), stamped with ``deerflow_tool_meta`` (``source: exception``). Cancellation is re-raised, never
+    ``...``), stamped with ``deerflow_tool_meta`` (``source: exception``). A failed ``task`` (its subagent
+    child workflow failed, or could not start) answers in DeerFlow's subagent status contract instead:
+    ``Task failed. Error: {ExcClass}: {detail}`` plus the same recovery hint, and ``additional_kwargs`` from
+    ``make_subagent_additional_kwargs("failed", …)``. Cancellation is re-raised, never
     turned into a result: a cancelled run must stop and compensate.
   - success — stamps ``deerflow_tool_meta`` with the keyword rules (``middlewares/_tool_meta.py``), keeping
     a stamp the tool made itself; in a Command (the clarification pause among them) only the ToolMessage
@@ -18,11 +21,12 @@ Writes: the tool result (thread state, through the run); a log line per failure.
 from __future__ import annotations
 
 from langchain_core.messages import ToolMessage
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 from middlewares._logging import hook_logger
 from middlewares._tool_meta import normalize_tool_result, stamp_exception_meta
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
+from workflows.delegation import TASK_TOOL_NAME, format_subagent_result_message, make_subagent_additional_kwargs
 
 logger = hook_logger(__name__)
 
@@ -46,10 +50,13 @@ class ToolErrorHandlingMiddleware(Middleware):
 def failure_of(exc: Exception) -> tuple[str, str]:
     """(exception class name, message) of the failure as the tool raised it.
 
-    Temporal carries an activity's exception as the ``ApplicationError`` cause of an ``ActivityError``,
-    with the original class name in ``type``; timeouts arrive as a ``TimeoutError`` cause.
+    Temporal carries an activity's (or a child workflow's) exception as the ``ApplicationError`` cause of an
+    ``ActivityError`` (``ChildWorkflowError``), with the original class name in ``type``; timeouts arrive as a
+    ``TimeoutError`` cause.
     """
-    cause: BaseException = exc.cause if isinstance(exc, ActivityError) and exc.cause is not None else exc
+    cause: BaseException = exc
+    if isinstance(exc, ActivityError | ChildWorkflowError) and exc.cause is not None:
+        cause = exc.cause
     if isinstance(cause, ApplicationError) and cause.type:
         return cause.type, cause.message
     return type(cause).__name__, str(cause)
@@ -61,6 +68,16 @@ def error_message(request: ToolCallRequest, exc: Exception) -> ToolMessage:
     detail = text.strip() or exc_class
     if len(detail) > MAX_DETAIL_CHARS:
         detail = detail[: MAX_DETAIL_CHARS - 3] + "..."
+    if name == TASK_TOOL_NAME:
+        text, error = format_subagent_result_message("failed", error=f"{exc_class}: {detail}")
+        task_failure = ToolMessage(
+            f"{text.rstrip('.')}. {RECOVERY_HINT}",
+            tool_call_id=request.call_id or "missing_tool_call_id",
+            name=name,
+            status="error",
+            additional_kwargs=make_subagent_additional_kwargs("failed", error=error),
+        )
+        return stamp_exception_meta(task_failure, f"{exc_class}: {detail}")
     message = ToolMessage(
         f"Error: Tool '{name}' failed with {exc_class}: {detail}. {RECOVERY_HINT}",
         tool_call_id=request.call_id or "missing_tool_call_id",

@@ -4,7 +4,7 @@ Run this whenever a workflow change is *released* (not for every change): it cap
 current code look like. Older histories stay in tests/histories/ so CI proves new code still replays them;
 a change that cannot replay an old history needs `workflow.patched(...)` (see the README).
 
-    .venv/bin/python scripts/record_histories.py [--tag v1]
+    .venv/bin/python scripts/record_histories.py --tag v2
 """
 
 from __future__ import annotations
@@ -77,8 +77,12 @@ async def record(tag: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tag", default="v1", help="prefix for the history files (the release they come from)")
+    parser.add_argument("--tag", required=True, help="prefix for the history files: the release they come from (v2)")
     args = parser.parse_args()
+    existing = sorted(OUT.glob(f"{args.tag}-*.json"))
+    if existing:
+        # Committed histories are the shape in-flight runs of that release have: re-recording would erase it.
+        parser.error(f"{existing[0].relative_to(REPO)} exists: histories of a release are kept; use a new --tag")
     OUT.mkdir(parents=True, exist_ok=True)
     asyncio.run(record(args.tag))
 

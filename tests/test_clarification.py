@@ -31,6 +31,7 @@ from tests.support import (
     running_worker,
     settle,
     start_run,
+    thread_state,
     tool_call,
     write_script,
 )
@@ -371,7 +372,7 @@ async def test_a_form_pause_rejects_bad_updates_without_history_and_accepts_a_go
         await handle.execute_update("reply", good, result_type=RunView)
         final = await handle.result()
     assert final.status == "completed" and final.final_message == "Deploying."
-    state = json.loads((home / "users/default/threads" / final.thread_id / "state.json").read_text())["state"]
+    state = thread_state(home, final.thread_id)
     reply = state["messages"][-2]
     assert reply["content"] == (
         'For your clarification "Deployment details?", my answer is: '

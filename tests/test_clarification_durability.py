@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from temporalio.api.enums.v1 import EventType, IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from tests.support import (
     answer,
@@ -28,17 +26,17 @@ from tests.support import (
     scheduled_inputs,
     settle,
     start_run,
+    thread_state,
     tool_call,
     unique,
     write_script,
 )
+from tests.support.faults import REPO, private_dev_server, time_skipping_environment
 from workers.config import HartflowConfig
-from workers.devserver import DevServer, DevServerOptions, find_temporal_cli, free_port
+from workers.devserver import find_temporal_cli
 from workflows import search_attributes as sa
 from workflows.contracts import MODEL_INVOKE, ModelCallInput
 from workflows.run import RunView, workflow_id_for
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _ask(call_id: str, question: str, options: list[str] | None = None) -> dict[str, Any]:
@@ -49,7 +47,7 @@ def _ask(call_id: str, question: str, options: list[str] | None = None) -> dict[
 
 
 def _messages(home: Path, thread_id: str) -> list[dict[str, Any]]:
-    state = json.loads((home / "users/default/threads" / thread_id / "state.json").read_text())["state"]
+    state = thread_state(home, thread_id)
     messages: list[dict[str, Any]] = state["messages"]
     return messages
 
@@ -77,9 +75,7 @@ async def _hartflow(config: HartflowConfig, config_file: Path, *args: str) -> tu
 
 
 async def test_a_paused_run_survives_a_server_crash_and_another_process_answers(tmp_path: Path, home: Path) -> None:
-    server = DevServer(DevServerOptions(db_file=tmp_path / "temporal.db", port=free_port(), ui=False))
-    await asyncio.to_thread(server.start)
-    try:
+    async with private_dev_server(tmp_path / "temporal.db") as server:
         config = make_config(home, server.address)
         thread = unique("crash")
         model = write_script(home, [_ask("ask1", "Which colour?", ["red", "blue"]), answer("Painted it blue.")])
@@ -100,8 +96,6 @@ async def test_a_paused_run_survives_a_server_crash_and_another_process_answers(
             code, out, err = await _hartflow(config, tmp_path / "cli.yaml", "reply", thread, "--option", "2", "--json")
             assert code == 0, err
             final = await handle.result()
-    finally:
-        server.stop()
     assert json.loads(out)["status"] == "completed"
     assert final.status == "completed" and final.final_message == "Painted it blue."
     assert final.run_id == paused.run_id, "the same run continued after the restart"
@@ -150,16 +144,8 @@ async def test_the_official_temporal_cli_answers_with_a_string_and_with_an_objec
 
 
 async def test_an_unanswered_question_times_out_after_7_days_and_a_new_run_can_answer(home: Path) -> None:
-    test_server = Path(sys.executable).parent / "temporal-test-server"
-    async with await WorkflowEnvironment.start_time_skipping(test_server_existing_path=str(test_server)) as env:
-        # The test server knows no custom search attributes until they are registered.
-        await env.client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace="default",
-                search_attributes={k.name: IndexedValueType.ValueType(k.indexed_value_type.value) for k in sa.ALL},
-            )
-        )
-        client = Client(**{**env.client.config(), "data_converter": pydantic_data_converter})
+    async with time_skipping_environment() as env:
+        client = env.client
         config = make_config(home, "time-skipping:unused")
         thread = unique("timeout")
         asked = write_script(home, [_ask("ask1", "Which colour?", ["red", "blue"]), answer("never reached")])

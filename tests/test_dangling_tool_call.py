@@ -3,7 +3,6 @@ transcripts, and a real run whose request is repaired while the committed state 
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from tests.support import (
     scheduled_inputs,
     settle,
     start_run,
+    thread_state,
     unique,
     write_script,
 )
@@ -411,6 +411,6 @@ async def test_a_dangling_call_is_repaired_in_the_request_only(
     assert isinstance(placeholder, ToolMessage)
     assert (placeholder.tool_call_id, placeholder.status, placeholder.content) == ("d1", "error", INTERRUPTED_TEXT)
 
-    state = json.loads(next(home.glob(f"users/*/threads/{thread}/state.json")).read_text())["state"]
+    state = thread_state(home, thread)
     assert not [m for m in state["messages"] if m["type"] == "tool"], "the repair must never reach thread state"
     assert [m["id"] for m in state["messages"][:2]] == ["h-1", "ai-1"]

@@ -3,54 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
 from temporalio.client import Client
 
 from tests.support import answer, calls, make_config, start_run, tool_call, write_script
-from workers.config import HartflowConfig
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@contextmanager
-def worker_process(config: HartflowConfig, config_file: Path) -> Iterator[subprocess.Popen[str]]:
-    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "worker", "--config", str(config_file)],
-        env={**env, "PYTHONPATH": str(REPO)},
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,  # its own process group, so a kill takes its children too
-    )
-    try:
-        assert process.stderr is not None
-        for line in process.stderr:
-            if "worker polling task queue" in line:
-                break
-        assert process.poll() is None, "the worker process exited"
-        yield process
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=30)
-
-
-async def _wait_for(path: Path, timeout: float = 60) -> None:
-    async def exists() -> None:
-        while not path.exists():
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(exists(), timeout)
+from tests.support.faults import kill_hard, wait_for_file, worker_process
 
 
 async def test_worker_killed_mid_tool_call_another_worker_finishes_without_rerunning_completed_tools(
@@ -74,9 +32,8 @@ async def test_worker_killed_mid_tool_call_another_worker_finishes_without_rerun
     with worker_process(config, home.parent / "worker.yaml") as doomed:
         handle = await start_run(client, config, "work", model=model, thread_id="t-kill")
         thread_dir = home / "users/default/threads/t-kill/user-data/workspace"
-        await _wait_for(thread_dir / "marker")
-        os.killpg(doomed.pid, signal.SIGKILL)
-        doomed.wait(timeout=30)
+        await wait_for_file(thread_dir / "marker")
+        kill_hard(doomed)
 
     with worker_process(config, home.parent / "worker2.yaml"):
         final = await asyncio.wait_for(handle.result(), timeout=120)

@@ -28,9 +28,10 @@ from activities.memory_store import (
     empty_memory,
     format_memory_for_injection,
     load_memory,
-    memory_file,
+    memory_key,
     save_memory,
 )
+from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_store import FilesystemThreadStore
 from middlewares.dynamic_context import (
     DynamicContextConfig,
@@ -236,17 +237,17 @@ def test_memory_is_formatted_as_deerflow_injects_it() -> None:
 
 
 def test_the_store_round_trips_and_reports_a_broken_file(home: Path) -> None:
-    assert load_memory(home, "alice") == empty_memory()
-    save_memory(home, "alice", MEMORY)
-    assert memory_file(home, "alice") == home / "users/alice/memory.json"
-    assert load_memory(home, "alice") == MEMORY
-    assert not [p for p in memory_file(home, "alice").parent.iterdir() if p.name != "memory.json"]
+    assert load_memory(FilesystemObjectStore(home), "alice") == empty_memory()
+    save_memory(FilesystemObjectStore(home), "alice", MEMORY)
+    assert (home / memory_key("alice")) == home / "users/alice/memory.json"
+    assert load_memory(FilesystemObjectStore(home), "alice") == MEMORY
+    assert not [p for p in (home / memory_key("alice")).parent.iterdir() if p.name != "memory.json"]
 
-    memory_file(home, "alice").write_text("{not json", encoding="utf-8")
+    (home / memory_key("alice")).write_text("{not json", encoding="utf-8")
     with pytest.raises(MemoryStoreError, match="not valid JSON"):
-        load_memory(home, "alice")
+        load_memory(FilesystemObjectStore(home), "alice")
     # The activity degrades to "nothing to inject", as DeerFlow's memory context does.
-    result = ActivityEnvironment().run(MemoryActivities(home).load, MemoryLoadInput("alice"))
+    result = ActivityEnvironment().run(MemoryActivities(FilesystemObjectStore(home)).load, MemoryLoadInput("alice"))
     assert result == MemoryContext("")
 
 
@@ -280,7 +281,7 @@ async def test_the_id_swap_across_two_days_keeps_the_system_prompt_identical(
 ) -> None:
     env = time_skipping
     config = make_config(home, "127.0.0.1:1")  # the worker and runs use the test server's client
-    save_memory(home, config.user_id, MEMORY)
+    save_memory(FilesystemObjectStore(home), config.user_id, MEMORY)
     thread = unique("days")
     # Start the day at 01:00 UTC so both runs of "day one" surely share a date.
     now = await env.get_current_time()
@@ -336,7 +337,7 @@ async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goe
         home, temporal_address, run={"middlewares": {"dynamic_context": {"memory_timeout_seconds": 0.5}}}
     )
     thread = unique("stuck")
-    fifo = memory_file(home, config.user_id)
+    fifo = (home / memory_key(config.user_id))
     fifo.parent.mkdir(parents=True)
     os.mkfifo(fifo)  # opening a FIFO blocks until someone writes: a store that never answers
     async with running_worker(client, config):
@@ -352,7 +353,7 @@ async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goe
         assert not any(str(m.id).endswith("__user") for m in messages)
 
         # The next run finds memory and injects it on its own (the latest) message.
-        save_memory(home, config.user_id, MEMORY)
+        save_memory(FilesystemObjectStore(home), config.user_id, MEMORY)
         view = await settle(
             await start_run(client, config, "again", model=write_script(home, [answer("ok")]), thread_id=thread)
         )

@@ -4,7 +4,6 @@ activity), DeerFlow's denial text, fail-closed/fail-open, and the audit record o
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from tests.support import (
     running_worker,
     scheduled_activities,
     settle,
+    sole_thread_state,
     start_run,
     tool_call,
     write_script,
@@ -278,7 +278,7 @@ async def test_broken_providers_fail_non_retryably(use: str) -> None:
 
 
 def _tool_messages(home: Path) -> list[dict[str, Any]]:
-    state = json.loads(next(home.glob("users/*/threads/*/state.json")).read_text())["state"]
+    state = sole_thread_state(home)
     return [m for m in state["messages"] if m["type"] == "tool"]
 
 

@@ -16,6 +16,7 @@ from tests.support import (
     running_worker,
     scheduled_activities,
     settle,
+    sole_thread_state,
     start_run,
     tool_call,
     write_script,
@@ -125,7 +126,7 @@ async def test_parallel_tool_calls_are_scheduled_together_and_merged_in_call_ord
     )
     assert len(tool_scheduled) == 3
     assert all(i < first_completed for i in tool_scheduled), "the three tool calls must be in flight together"
-    state = __import__("json").loads(next(home.glob("users/default/threads/*/state.json")).read_text())["state"]
+    state = sole_thread_state(home)
     tool_ids = [m["tool_call_id"] for m in state["messages"] if m["type"] == "tool"]
     assert tool_ids == ["c0", "c1", "c2"]
     assert state["artifacts"] == ["/tagged/c0", "/tagged/c1", "/tagged/c2"]

@@ -7,7 +7,6 @@ import asyncio
 import hashlib
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -53,6 +52,7 @@ from tests.support import (
     unique,
     write_script,
 )
+from tests.support.faults import kill_hard, worker_process
 from workers.config import HartflowConfig
 from workers.worker import SWEEPER_SCHEDULE_PREFIX, ensure_sweeper_schedule, thread_store
 from workflows.contracts import ThreadRef
@@ -387,27 +387,15 @@ async def test_a_killed_worker_leaves_a_pod_the_resumed_run_reuses(
     client: Client, home: Path, temporal_address: str, cluster: Cluster
 ) -> None:
     config = _config(cluster, home, temporal_address)
-    config_file = _write_config(config, home / "hartflow.yaml")
     thread = unique("thread")
     # The first attempt marks the pod's disk and hangs; the retried one finds the mark: same pod, same disk.
     command = "if [ -f marker ]; then echo resumed in the same pod; else touch marker; sleep 60; fi"
     model = write_script(home, [calls(tool_call("bash", command=command)), answer("done")])
     pod = pod_name(sandbox_id_for(config.user_id, thread))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HARTFLOW_")}
-    with (home / "worker.log").open("wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "workers.cli", "worker", "--config", str(config_file)],
-            cwd=REPO,
-            env={**env, "TEMPORAL_ADDRESS": temporal_address},
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-        )
-    try:
+    with worker_process(config, home / "hartflow.yaml") as worker:
         handle = await start_run(client, config, "survive a crash", model=model, thread_id=thread)
         await _started(cluster, pod, "marker")
-    finally:
-        worker.send_signal(signal.SIGKILL)
-        worker.wait(10)
+        kill_hard(worker)
     async with running_worker(client, config):
         view = await settle(handle)
         await handle.result()

@@ -24,6 +24,7 @@ from tests.support import (
     scheduled_activities,
     settle,
     start_run,
+    thread_state,
     wait_for_history_event,
     write_script,
 )
@@ -122,8 +123,7 @@ async def llm_retry_events(handle: WorkflowHandle[Any, Any]) -> list[dict[str, A
 def ai_messages(home: Path, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
     """The AI messages of the run's thread, as committed to the thread store."""
     thread_id = handle.id.removeprefix("hartflow-")
-    state_file = home / "users" / "default" / "threads" / thread_id / "state.json"
-    messages = json.loads(state_file.read_text())["state"]["messages"]
+    messages = thread_state(home, thread_id)["messages"]
     return [m for m in messages if m["type"] == "ai"]
 
 

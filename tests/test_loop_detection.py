@@ -31,6 +31,7 @@ from tests.support import (
     scheduled_activities,
     scheduled_inputs,
     start_run,
+    thread_state,
     tool_call,
     write_script,
 )
@@ -273,7 +274,7 @@ async def test_a_run_repeating_one_call_is_warned_at_3_and_stopped_at_5(
     assert isinstance(fourth[-1], HumanMessage) and fourth[-1].content == WARNING_TEXT
     assert [e["kind"] for e in progress if e["kind"].startswith("loop_")] == ["loop_warning", "loop_forced_stop"]
 
-    state = json.loads((home / "users/default/threads" / final.thread_id / "state.json").read_text())["state"]
+    state = thread_state(home, final.thread_id)
     assert not [m for m in state["messages"] if m.get("name") == "loop_warning"], "warnings are request-only"
     last = state["messages"][-1]
     assert last["type"] == "ai" and last["tool_calls"] == []

@@ -12,6 +12,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.memory_store import load_memory
+from activities.storage.filesystem import FilesystemObjectStore
 from middlewares.memory import MemoryConfig, MemoryMiddleware, filter_messages_for_memory
 from tests.support import (
     StubRunContext,
@@ -268,7 +269,7 @@ async def test_three_quick_runs_are_debounced_into_one_extraction_that_dynamic_c
         "the runs never waited for the extraction"
     )
 
-    stored = load_memory(home, user)
+    stored = load_memory(FilesystemObjectStore(home), user)
     assert [f["content"] for f in stored["facts"]] == ["Writes Go at Acme"]
     assert stored["user"]["workContext"]["summary"] == "Go developer at Acme"
     injected = [str(m.content) for m in first_call.messages if "<memory>" in str(m.content)]

@@ -4,7 +4,6 @@ continue-as-new."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from tests.support import (
     scheduled_activities,
     settle,
     start_run,
+    thread_state,
     tool_call,
     unique,
     write_script,
@@ -30,8 +30,7 @@ from workflows.run import ReplyInput, RunView
 
 
 def _state(home: Path, thread_id: str) -> dict[str, Any]:
-    record = json.loads((home / "users/default/threads" / thread_id / "state.json").read_text())
-    return record["state"]
+    return thread_state(home, thread_id)
 
 
 def _ask(call_id: str = "ask1", options: list[str] | None = None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from tests.support import (
     running_worker,
     scheduled_activities,
     start_run,
+    thread_state,
     tool_call,
     write_script,
 )
@@ -228,7 +229,7 @@ async def test_a_content_filter_response_never_runs_its_tools(
     assert [e["detector"] for e in progress if e["kind"] == "safety_termination"] == [
         "openai_compatible_content_filter"
     ]
-    state = json.loads((home / "users/default/threads" / final.thread_id / "state.json").read_text())["state"]
+    state = thread_state(home, final.thread_id)
     last = state["messages"][-1]
     assert last["tool_calls"] == [] and last["additional_kwargs"]["safety_termination"][
         "suppressed_tool_call_names"

@@ -28,6 +28,7 @@ from tests.support import (
     running_worker,
     scheduled_activities,
     settle,
+    sole_thread_state,
     start_run,
     tool_call,
     write_script,
@@ -457,7 +458,7 @@ async def test_rm_rf_root_never_reaches_the_sandbox(client: Client, home: Path, 
     assert "tool.execute" not in activities, "a blocked command must never be scheduled"
     assert activities.count("model.invoke") == 2
     assert "sandbox.release" not in activities, "nothing acquired a sandbox"
-    state = json.loads(next(home.glob("users/*/threads/*/state.json")).read_text())["state"]
+    state = sole_thread_state(home)
     [result] = [m for m in state["messages"] if m["type"] == "tool"]
     assert result["content"] == "Command blocked: security violation detected. Please use a safer alternative approach."
     assert (result["status"], result["tool_call_id"]) == ("error", "rm1")

@@ -3,7 +3,6 @@ every run — completed, failed or cancelled — releases the sandbox exactly on
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from tests.support import (
     scheduled_activities,
     settle,
     start_run,
+    thread_state,
     tool_call,
     write_script,
 )
@@ -159,7 +159,7 @@ async def test_release_happens_once_per_run() -> None:
 
 
 def _state(home: Path, thread_id: str) -> dict[str, Any]:
-    return json.loads(next(home.glob(f"users/*/threads/{thread_id}/state.json")).read_text())["state"]
+    return thread_state(home, thread_id)
 
 
 def _releases(activities: list[tuple[str, str]]) -> list[str]:

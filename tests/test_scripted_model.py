@@ -277,6 +277,33 @@ async def test_delay_sleeps_before_answering_and_before_failing(tmp_path: Path) 
     assert loop.time() - started >= 0.2
 
 
+async def test_wait_for_file_holds_the_call_until_the_file_exists(tmp_path: Path) -> None:
+    gate, fail_gate = tmp_path / "gate", tmp_path / "fail-gate"
+    script = load_script(
+        write_script(
+            tmp_path,
+            {
+                "responses": [
+                    {"error": {"status": 503, "message": "held failure"}, "wait_for_file": str(fail_gate)},
+                    {"content": "held answer", "wait_for_file": str(gate)},
+                ]
+            },
+        )
+    )
+    failing = asyncio.create_task(answer(script, attempt=1))
+    answering = asyncio.create_task(answer(script, attempt=2))
+    for _ in range(20):  # each call gets the loop many times; without its file it cannot finish
+        await asyncio.sleep(0)
+    assert not failing.done() and not answering.done()
+
+    fail_gate.touch()
+    with pytest.raises(InternalServerError):
+        await failing
+    assert not answering.done()
+    gate.touch()
+    assert (await answering).content == "held answer"
+
+
 async def test_exhausted_script(tmp_path: Path) -> None:
     script = load_script(write_script(tmp_path, {"responses": [{"content": "only one"}]}))
 

@@ -4,7 +4,6 @@ cancellation and the clarification pause pass through; plus a real run that surv
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from tests.support import (
     running_worker,
     scheduled_inputs,
     settle,
+    sole_thread_state,
     start_run,
     tool_call,
     write_script,
@@ -239,7 +239,7 @@ async def test_a_failing_tool_activity_becomes_an_error_result_and_the_run_goes_
         "Error: Tool 'ls' failed with InvalidToolArguments: Invalid arguments for tool 'ls': path: Field required. "
         "Continue with available context, or choose an alternative tool."
     )
-    state = json.loads(next(home.glob("users/*/threads/*/state.json")).read_text())["state"]
+    state = sole_thread_state(home)
     [result] = [m for m in state["messages"] if m["type"] == "tool"]
     assert (result["content"], result["status"], result["tool_call_id"]) == (expected, "error", "ls1")
     assert result["additional_kwargs"][TOOL_META_KEY]["source"] == "exception"

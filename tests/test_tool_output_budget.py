@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 
 from activities.sandbox.local import LocalSandboxProvider
+from activities.thread_files import ThreadFiles
 from activities.tool_output import ToolOutputActivities
 from middlewares._tool_output_synopsis import raw_sample, render_tool_output_preview, synopsize
 from middlewares.base import Command, ModelRequest, ToolCallRequest, ToolResult
@@ -321,7 +322,7 @@ async def test_history_is_rebudgeted_in_the_request_only() -> None:
 
 def test_externalize_activity_writes_through_the_sandbox_or_the_host_mount(tmp_path: Path) -> None:
     provider = LocalSandboxProvider(tmp_path)
-    activities = ToolOutputActivities(provider, tmp_path)
+    activities = ToolOutputActivities(provider, ThreadFiles.on_disk(tmp_path))
     thread = ThreadRef("default", "t1")
     outputs = tmp_path / "users/default/threads/t1/user-data/outputs/.tool-results"
     sandbox_id = provider.acquire("default", "t1")

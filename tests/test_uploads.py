@@ -14,6 +14,8 @@ import yaml
 from langchain_core.messages import AIMessage, HumanMessage
 from temporalio.client import Client
 
+from activities.storage.filesystem import FilesystemObjectStore
+from activities.thread_files import ThreadFiles
 from activities.uploads import UploadActivities, UploadError, extract_outline, store_uploads, validate_upload_name
 from middlewares.uploads import (
     UploadsConfig,
@@ -201,7 +203,7 @@ def test_list_activity_filters_orders_and_outlines(tmp_path: Path) -> None:
     (uploads / "a.txt").write_text("abc")
     (uploads / "folder").mkdir()
     os.symlink("/etc/hostname", uploads / "link.txt")
-    found = UploadActivities(tmp_path).list_uploads(
+    found = UploadActivities(ThreadFiles.on_disk(tmp_path)).list_uploads(
         UploadsListInput(thread, ["b.pdf", "missing.txt", "folder", "link.txt", "plain.md", "a.txt"], outline_limit=2)
     )
     assert [f.filename for f in found.files] == ["b.pdf", "plain.md", "a.txt"]
@@ -214,10 +216,10 @@ def test_list_activity_filters_orders_and_outlines(tmp_path: Path) -> None:
 def test_outlines_stop_at_fifty_headings(tmp_path: Path) -> None:
     markdown = tmp_path / "long.md"
     markdown.write_text("".join(f"# H{i}\n" for i in range(60)) + "**ITEM 1. BUSINESS**\n")
-    entries, truncated = extract_outline(markdown)
+    entries, truncated = extract_outline(markdown.read_bytes())
     assert truncated and len(entries) == 50 and entries[-1] == OutlineEntry("H49", 50)
     markdown.write_text("**ITEM 1. BUSINESS**\n**1** **Introduction**\n    # indented code\n# **Bold** **title** #\n")
-    assert extract_outline(markdown) == (
+    assert extract_outline(markdown.read_bytes()) == (
         [OutlineEntry("ITEM 1. BUSINESS", 1), OutlineEntry("1 Introduction", 2), OutlineEntry("Bold title", 4)],
         False,
     )
@@ -235,11 +237,11 @@ def test_storing_checks_every_file_before_copying_any(tmp_path: Path) -> None:
     (sources / "ok.txt").write_text("ok")
     thread = ThreadRef("default", "t1")
     with pytest.raises(UploadError, match="not a file"):
-        store_uploads(home, thread, [sources / "ok.txt", sources / "missing.txt"])
+        store_uploads(FilesystemObjectStore(home), thread, [sources / "ok.txt", sources / "missing.txt"])
     with pytest.raises(UploadError, match="two files are named"):
-        store_uploads(home, thread, [sources / "ok.txt", sources / "ok.txt"])
+        store_uploads(FilesystemObjectStore(home), thread, [sources / "ok.txt", sources / "ok.txt"])
     assert not home.exists()
-    assert store_uploads(home, thread, [sources / "ok.txt"]) == [UploadedFile("ok.txt", 2)]
+    assert store_uploads(FilesystemObjectStore(home), thread, [sources / "ok.txt"]) == [UploadedFile("ok.txt", 2)]
     uploads = home / "users/default/threads/t1/user-data/uploads"
     assert [p.name for p in uploads.iterdir()] == ["ok.txt"]  # no staging file left behind
 
@@ -254,7 +256,7 @@ async def test_a_run_lists_its_uploads_to_the_model_and_the_next_run_clears_them
     thread = unique("thread")
     body = "# Summary\nSECRET BODY\n## Details\n"
     (tmp_path / "notes.md").write_text(body)
-    store_uploads(home, ThreadRef("default", thread), [tmp_path / "notes.md"])
+    store_uploads(FilesystemObjectStore(home), ThreadRef("default", thread), [tmp_path / "notes.md"])
     model = write_script(home, [answer("read it"), answer("nothing new")])
     async with running_worker(client, config):
         first = await start_run(

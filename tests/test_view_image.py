@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from temporalio.client import Client
 
 from activities.images import MAX_IMAGE_BYTES, ImageActivities
+from activities.thread_files import ThreadFiles
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.chain import build_lead_chain, describe
 from middlewares.view_image import (
@@ -188,7 +189,7 @@ def test_inspect_checks_the_file_like_deerflow(home: Path) -> None:
     (workspace / "folder.png").mkdir()
     with (workspace / "huge.png").open("wb") as f:
         f.truncate(MAX_IMAGE_BYTES + 1)
-    images = ImageActivities(home)
+    images = ImageActivities(ThreadFiles.on_disk(home))
 
     def inspect(path: str) -> ImageInspectResult:
         return images.inspect(ImageInspectInput(THREAD, path))
@@ -219,7 +220,8 @@ def test_outside_links_are_refused(home: Path, tmp_path: Path) -> None:
     outside = tmp_path / "secret.png"
     outside.write_bytes(PNG)
     (_workspace(home) / "link.png").symlink_to(outside)
-    result = ImageActivities(home).inspect(ImageInspectInput(THREAD, "/mnt/user-data/workspace/link.png"))
+    images = ImageActivities(ThreadFiles.on_disk(home))
+    result = images.inspect(ImageInspectInput(THREAD, "/mnt/user-data/workspace/link.png"))
     assert result.error == "Error: Access denied: path traversal detected"
 
 
@@ -235,7 +237,7 @@ def test_load_refuses_files_that_changed_since_they_were_viewed(home: Path) -> N
         return ViewedImage(f"/mnt/user-data/workspace/{name}", "image/png", len(PNG), digest)
 
     names = ("same.png", "grown.png", "swapped.png", "gone.png")
-    loaded = ImageActivities(home).load(ImageLoadInput(THREAD, [image(n) for n in names]))
+    loaded = ImageActivities(ThreadFiles.on_disk(home)).load(ImageLoadInput(THREAD, [image(n) for n in names]))
     assert loaded.data_urls == [f"data:image/png;base64,{base64.b64encode(PNG).decode()}", None, None, None]
 
 

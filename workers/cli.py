@@ -40,9 +40,11 @@ from activities.paths import InvalidIdError, validate_thread_id, validate_user_i
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox_sweeper import run_state
 from activities.skills import load_skills
+from activities.storage import StorageConfigError, StorageError
+from activities.thread_lifecycle import delete_thread, list_threads
 from activities.uploads import UploadError, store_uploads
 from workers import progress, telemetry
-from workers.config import ConfigError, HartflowConfig, load_config
+from workers.config import ConfigError, HartflowConfig, load_config, open_object_store
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
@@ -50,7 +52,16 @@ from workflows import search_attributes as sa
 from workflows.contracts import ThreadRef, UploadedFile
 from workflows.messages import message_text
 from workflows.paths import VIRTUAL_UPLOADS_DIR
-from workflows.run import WORKFLOW_NAME, ReplyInput, RunInput, RunStatus, RunView, RunWorkflow, workflow_id_for
+from workflows.run import (
+    WORKFLOW_NAME,
+    ReplyInput,
+    RunInput,
+    RunStatus,
+    RunView,
+    RunWorkflow,
+    message_problem,
+    workflow_id_for,
+)
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult, run_workflow_id
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_AWAITING = 0, 1, 2, 3
@@ -195,12 +206,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
         overrides["run"] = {"plan_mode": True}
     config = _config(args, **overrides)
     message = args.message.strip()
-    if not message:
-        raise BadInput("the message is empty")
-    limit = config.run.max_message_chars
-    if len(message) > limit:
-        raise BadInput(f"the message is {len(message)} characters; the limit is {limit} (run.max_message_chars)")
-    thread = _thread(config, args.thread or f"thread-{uuid.uuid4().hex[:12]}")
+    problem = message_problem(message, config.run.max_message_chars)
+    if problem is not None:
+        raise BadInput(problem)
+    # Only an absent --thread means a new thread: an empty one is an invalid id, not a request for a new thread.
+    thread = _thread(config, f"thread-{uuid.uuid4().hex[:12]}" if args.thread is None else args.thread)
     model = _model_spec(config)
     files = _store_uploads(config, thread, args.file)
     async with Stack(config, quiet=args.json) as stack:
@@ -307,7 +317,7 @@ def _store_uploads(config: HartflowConfig, thread: ThreadRef, paths: list[str] |
     if not paths:
         return []
     try:
-        return store_uploads(config.home, thread, [Path(p).expanduser() for p in paths])
+        return store_uploads(open_object_store(config), thread, [Path(p).expanduser() for p in paths])
     except UploadError as exc:
         raise BadInput(str(exc)) from None
 
@@ -488,6 +498,73 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
             lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)),
         )
         return EXIT_OK if view.status == "cancelled" else EXIT_FAILED
+
+
+async def cmd_threads(args: argparse.Namespace) -> int:
+    config = _config(args)
+    try:
+        user_id = validate_user_id(config.user_id)
+    except InvalidIdError as exc:
+        raise BadInput(str(exc)) from None
+    objects = open_object_store(config)
+    if args.action == "delete":
+        return await _delete_thread(args, config)
+    if args.thread:
+        raise BadInput("threads list takes no THREAD")
+    summaries = await asyncio.to_thread(list_threads, objects, user_id)
+    async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
+        runs = [await _describe_thread(stack.client, workflow_id_for(s.thread_id)) for s in summaries]
+    rows = [
+        {**asdict(summary), "run_status": _run_row(run)["status"] if run is not None else None}
+        for summary, run in zip(summaries, runs, strict=True)
+    ]
+
+    def human() -> None:
+        if not rows:
+            print(f"no threads in {objects.describe()}", file=sys.stderr)
+            return
+        print(f"{'THREAD':<28} {'VERSION':>7} {'MESSAGES':>8}  {'UPDATED':<20} {'RUN':<15} TITLE")
+        for row in rows:
+            updated = row["updated"][:19].replace("T", " ") if row["updated"] else "-"
+            print(
+                f"{row['thread_id']:<28} {row['version']:>7} {row['messages']:>8}  {updated:<20} "
+                f"{row['run_status'] or '-':<15} {row['title'] or ''}"
+            )
+
+    _emit(args, {"storage": objects.describe(), "threads": rows}, human)
+    return EXIT_OK
+
+
+async def _delete_thread(args: argparse.Namespace, config: HartflowConfig) -> int:
+    if not args.thread:
+        raise BadInput("threads delete needs the THREAD to delete")
+    thread = _thread(config, args.thread)
+    if not args.yes:
+        raise BadInput(f"deleting thread {thread.thread_id} removes its state and files for good: add --yes")
+    objects = open_object_store(config)
+    workflow_id = workflow_id_for(thread.thread_id)
+    async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
+        run = await _describe_thread(stack.client, workflow_id)
+    if run is not None and run.status == WorkflowExecutionStatus.RUNNING:
+        raise BadInput(
+            f"thread {thread.thread_id} is busy: run {run.run_id} is {_run_row(run)['status']} "
+            f"(workflow {workflow_id}); cancel it first: hartflow cancel {thread.thread_id}"
+        )
+    deleted = await asyncio.to_thread(delete_thread, objects, thread, config.home)
+    if not deleted.removed and deleted.local_dir is None:
+        raise BadInput(f"unknown thread {thread.thread_id}: nothing is stored for it in {objects.describe()}")
+    payload = {**asdict(deleted), "removed": deleted.removed, "storage": objects.describe()}
+
+    def human() -> None:
+        for prefix, count in deleted.prefixes.items():
+            if count:
+                print(f"removed {count} object(s) under {prefix}")
+        if deleted.local_dir:
+            print(f"removed {deleted.local_dir}")
+        print(f"deleted thread {thread.thread_id} from {objects.describe()}", file=sys.stderr)
+
+    _emit(args, payload, human)
+    return EXIT_OK
 
 
 def cmd_state(args: argparse.Namespace) -> int:
@@ -762,6 +839,12 @@ def build_parser() -> argparse.ArgumentParser:
     sandboxes.add_argument("--dry-run", action="store_true", help="sweep: report what would go, delete nothing")
     sandboxes.set_defaults(handler=cmd_sandboxes)
 
+    threads = sub.add_parser("threads", parents=[common], help="the threads in storage: list them, delete one")
+    threads.add_argument("action", choices=["list", "delete"])
+    threads.add_argument("thread", nargs="?", metavar="THREAD", help="delete: the thread to delete")
+    threads.add_argument("--yes", action="store_true", help="delete: yes, remove its state and files for good")
+    threads.set_defaults(handler=cmd_threads)
+
     skills = sub.add_parser("skills", parents=[common], help="the skills users can activate with /skill-name")
     skills.add_argument("action", choices=["list"])
     skills.set_defaults(handler=cmd_skills)
@@ -775,11 +858,14 @@ def run_command(argv: list[str] | None = None) -> int:
         if asyncio.iscoroutine(result):
             return int(asyncio.run(result))
         return int(result)
-    except (BadInput, ConfigError) as exc:
+    except (BadInput, ConfigError, StorageConfigError) as exc:
         _fail(args, str(exc))
         return EXIT_BAD_INPUT
     except (DevServerError, TemporalCliNotFound) as exc:
         _fail(args, f"cannot start the embedded Temporal server: {exc}")
+        return EXIT_FAILED
+    except StorageError as exc:
+        _fail(args, f"storage unavailable: {exc}")
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted; runs are durable — see them again with: hartflow status THREAD", file=sys.stderr)

@@ -20,6 +20,7 @@ from activities.sandbox.kubernetes import KubernetesSandboxSettings
 from activities.skills import SkillsSettings
 from activities.storage import ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore
+from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
 from workflows.settings import RunSettings
 
@@ -55,6 +56,13 @@ class StorageSettings(_Strict):
     )
     backend: Literal["filesystem", "s3"] = Field("filesystem", description="where thread data and payload blobs live")
     s3: S3Settings = Field(default_factory=S3Settings, description="used when backend is s3")
+    payload_threshold_bytes: int = Field(
+        DEFAULT_PAYLOAD_THRESHOLD,
+        ge=1,
+        le=2 * 1024 * 1024,
+        description="Temporal payloads this big or bigger go to the backend under payloads/ (the claim check); "
+        "Temporal rejects 2 MiB payloads and 4 MiB workflow-task messages",
+    )
 
 
 class SandboxSettings(_Strict):

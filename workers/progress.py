@@ -126,6 +126,12 @@ def describe(event: Event) -> str | None:
         return f"loop detection: {kind.removeprefix('loop_').replace('_', ' ')}"
     if kind == "stopped":
         return f"stopped: {event.get('reason')}"
+    if kind == "subagent_started":
+        return f"subagent started: {event.get('description')} ({event.get('workflow_id')})"
+    if kind == "subagent_finished":
+        return f"subagent {event.get('description')} → {event.get('status')}"
+    if kind == "subagent_limit":
+        return f"subagent limit: dropped {len(event.get('dropped') or [])} task call(s)"
     return None
 
 
@@ -137,4 +143,6 @@ def _waiting_on(event: Event) -> str | None:
         return f"tool {event.get('tool')} running…"
     if kind == "llm_retry":
         return "waiting to retry the model call…"
+    if kind == "subagent_started":
+        return "subagents running…"
     return None

@@ -101,7 +101,12 @@ class Stack:
         await asyncio.to_thread(self.server.start)
         self._client = await connect(self.config, self.server.address, serve_metrics=self.serve_metrics)
         if self.need_worker:
-            self.worker = build_worker(self.client, self.config)
+            try:
+                self.worker = build_worker(self.client, self.config)
+            except BaseException:
+                # A bad storage config is found here; __aexit__ will not run, so stop the server we started.
+                await self.close()
+                raise
             self._worker_task = asyncio.create_task(self.worker.run())
         return self
 

@@ -20,7 +20,6 @@ from temporalio.client import (
     ScheduleUpdate,
 )
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -35,17 +34,21 @@ from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
 from activities.sandbox_sweeper import SweeperActivities
 from activities.skills import SkillActivities
+from activities.storage import ObjectStore
 from activities.thread_data import ThreadDataActivities
-from activities.thread_store import FilesystemThreadStore, ThreadStore, ThreadStoreActivities
+from activities.thread_files import ThreadFiles
+from activities.thread_store import ObjectThreadStore, ThreadStore, ThreadStoreActivities
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
 from workers import telemetry
-from workers.config import HartflowConfig
+from workers.config import HartflowConfig, open_object_store
+from workers.payloads import data_converter_for
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
 from workflows.run import RunWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
+from workflows.subagent import SubagentWorkflow
 
 # langchain_core subclasses classes the sandbox restricts (http.client), so it must be passed through;
 # it is import-time pure, and passing it through also saves re-importing it for every workflow run.
@@ -53,7 +56,13 @@ from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
 # sandbox-local copy of the module would not see.
 PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml", "opentelemetry")
 
-WORKFLOWS: Sequence[type] = (RunWorkflow, CircuitBreakerWorkflow, SandboxSweeperWorkflow, MemoryWorkflow)
+WORKFLOWS: Sequence[type] = (
+    RunWorkflow,
+    SubagentWorkflow,
+    CircuitBreakerWorkflow,
+    SandboxSweeperWorkflow,
+    MemoryWorkflow,
+)
 
 
 def workflow_runner() -> SandboxedWorkflowRunner:
@@ -71,15 +80,16 @@ async def connect(config: HartflowConfig, address: str | None = None, *, serve_m
     return await Client.connect(
         target,
         namespace=config.temporal.namespace,
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter_for(config),
         # Workers built from this client inherit its plugins: traces cover the worker's side too.
         plugins=telemetry.client_plugins(config.telemetry),
         runtime=telemetry.runtime(config.telemetry) if serve_metrics else None,
     )
 
 
-def thread_store(config: HartflowConfig) -> ThreadStore:
-    return FilesystemThreadStore(config.home)
+def thread_store(config: HartflowConfig, objects: ObjectStore | None = None) -> ThreadStore:
+    """The thread store on the configured backend (or on ``objects``, the worker's one store instance)."""
+    return ObjectThreadStore(objects or open_object_store(config))
 
 
 def sandbox_provider(config: HartflowConfig) -> SandboxProvider:
@@ -98,40 +108,48 @@ def _sweeper_activities(provider: SandboxProvider) -> list[Any]:
     return [sweeper.inventory, sweeper.run_states]
 
 
-def activities(config: HartflowConfig) -> list[Any]:
+def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
+    """Every activity, wired to ``objects``: the worker's one (thread-safe) instance of the configured storage."""
     provider = sandbox_provider(config)
-    store = ThreadStoreActivities(thread_store(config))
-    tools = ToolActivities(provider)
+    store = ThreadStoreActivities(thread_store(config, objects))
+    memory = MemoryActivities(objects)
+    files = ThreadFiles(objects, config.home)
+    images = ImageActivities(files)
+    tools = ToolActivities(provider, files=files)
     return [
         store.load,
         store.commit,
-        ModelActivities().invoke,
+        ModelActivities(objects).invoke,
         LlmBreakerActivities().check,
         LlmBreakerActivities().report,
         tools.execute,
         tools.acquire,
         tools.release,
         GuardrailActivities().evaluate,
-        ToolOutputActivities(provider, config.home).externalize,
+        ToolOutputActivities(provider, files).externalize,
         ThreadDataActivities(config.home).ensure_dirs,
-        UploadActivities(config.home).list_uploads,
-        MemoryActivities(config.home).load,
-        MemoryActivities(config.home).read,
-        MemoryActivities(config.home).save,
+        UploadActivities(files).list_uploads,
+        memory.load,
+        memory.read,
+        memory.save,
         MemoryQueueActivities().enqueue,
-        ImageActivities(config.home).inspect,
-        ImageActivities(config.home).load,
+        images.inspect,
+        images.load,
         SkillActivities(config.skills.root(config.home), config.skills).load,
         *_sweeper_activities(provider),
     ]
 
 
 def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any) -> Worker:
+    """A worker for ``config``. Checks the storage first: a wrong endpoint, bucket or secret raises
+    ``StorageConfigError`` naming the setting here, at start, instead of failing every run later."""
+    objects = open_object_store(config)
+    objects.check()
     return Worker(
         client,
         task_queue=task_queue or config.temporal.task_queue,
         workflows=list(WORKFLOWS),
-        activities=activities(config),
+        activities=activities(config, objects),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
         workflow_runner=workflow_runner(),
         # A worker that dies is replaced quickly: its sticky queue is abandoned after 3 s, not 10 s.

@@ -65,6 +65,8 @@ class RunContext(ABC):
         self.stop_reason: str | None = None
         self.sandbox_id: str | None = None
         """The sandbox a tool of this run acquired (DeerFlow's ``runtime.context["sandbox_id"]``)."""
+        self.is_subagent = False
+        """This run is a subagent working on a lead run's ``task`` call (``workflows/subagent.py``)."""
         self.call_counts: dict[str, int] = {}
         self.events: list[RunEvent] = []
         self.event_offset = 0

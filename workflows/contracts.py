@@ -106,6 +106,29 @@ class ModelCallInput:
     retry: LlmRetryBudget = field(default_factory=LlmRetryBudget)
     retry_signal: str | None = None
     """Signal the calling workflow with an :class:`LlmRetryNotice` before each retry (``None``: don't)."""
+    transcript: TranscriptRef | None = None
+    """The request's messages by reference (``messages`` is then empty): the agent's calls send only what is new
+    since the previous request, so a turn's history cost does not grow with the conversation."""
+
+
+@dataclass
+class TranscriptRef:
+    """A model request's message list as content-addressed blobs of the thread (``workflows/transcript.py``).
+
+    The list is the first ``keep`` messages of the stored manifest ``base`` followed by ``append``; the
+    activity stores ``bodies`` (the messages the store may not have yet), then the manifest of the new list,
+    whose id must come out as ``digest``."""
+
+    thread: ThreadRef
+    base: str | None
+    """Manifest id of the previous request's list; ``None``: start from an empty list."""
+    keep: int
+    append: list[str]
+    """Message ids (sha256 of the canonical JSON) after the kept prefix."""
+    bodies: dict[str, str]
+    """Canonical JSON by message id, for the appended messages the previous request did not carry."""
+    digest: str
+    """Manifest id of the resulting list, computed by the workflow: the activity checks it."""
 
 
 @dataclass
@@ -521,6 +544,7 @@ __all__ = [
     "ThreadSnapshot",
     "ToolCallInput",
     "ToolCallOutput",
+    "TranscriptRef",
     "UploadedFile",
     "UploadsListInput",
     "UploadsListResult",

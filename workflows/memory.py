@@ -22,8 +22,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.messages import AIMessage
 
+from middlewares._model_call import prompt_request
 from workflows.contracts import (
     MEMORY_ENQUEUE_SIGNAL,
     MEMORY_READ,
@@ -35,7 +36,6 @@ from workflows.contracts import (
     MemoryReadInput,
     MemorySaveInput,
     MemoryWorkflowInput,
-    ModelCallInput,
 )
 from workflows.memory_update import MemoryUpdateError, apply_update, parse_update, update_prompt
 from workflows.messages import message_text
@@ -136,9 +136,9 @@ class MemoryWorkflow:
             self._calls += 1
             reply = await workflow.execute_activity(
                 MODEL_INVOKE,
-                ModelCallInput(
-                    model=item.settings.model,
-                    messages=[HumanMessage(update_prompt(document.data, item.messages))],
+                prompt_request(
+                    item.settings.model,
+                    update_prompt(document.data, item.messages),
                     purpose="memory",
                     call_index=call_index,
                     run_key=workflow.info().workflow_id,

@@ -19,19 +19,20 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, NoReturn, cast
+from typing import Any, Literal, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, SearchAttributeKey, SearchAttributeUpdate
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
-from temporalio.exceptions import ApplicationError, is_cancelled_exception
+from temporalio.exceptions import ApplicationError, ChildWorkflowError, is_cancelled_exception
 from temporalio.workflow import HandlerUnfinishedPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import AIMessage, HumanMessage, InvalidToolCall, SystemMessage, ToolMessage
 
 from middlewares.base import Command, Middleware, ModelRequest, ToolCallRequest, ToolResult
 from middlewares.chain import build_lead_chain, describe
+from middlewares.dangling_tool_call import invalid_call_result
 from middlewares.llm_error_handling import model_retry_policy, retry_budget
 from middlewares.token_usage import TokenUsageMiddleware
 from workflows import search_attributes as sa
@@ -52,6 +53,18 @@ from workflows.contracts import (
     ToolCallInput,
     ToolCallOutput,
 )
+from workflows.delegation import (
+    SUBAGENT_STATUS_KEY,
+    SUBAGENT_WORKFLOW_NAME,
+    TASK_TOOL_NAME,
+    SubagentTask,
+    UnknownSubagentTypeError,
+    child_workflow_id,
+    finished_child_message,
+    interrupted_child_message,
+    subagent_task,
+    task_result_message,
+)
 from workflows.dispatcher import Dispatcher
 from workflows.human_input import (
     InvalidReplyError,
@@ -62,10 +75,12 @@ from workflows.human_input import (
     validate_reply,
 )
 from workflows.messages import message_text
+from workflows.paths import InvalidIdError, validate_thread_id, validate_user_id
 from workflows.prompt import SYSTEM_PROMPT
 from workflows.settings import RunSettings
 from workflows.state import StateUpdate, ThreadState, apply_update
 from workflows.tools import ToolCatalog
+from workflows.transcript import TranscriptCursor
 
 WORKFLOW_NAME = "HartflowRun"
 WORKFLOW_ID_PREFIX = "hartflow-"
@@ -75,6 +90,8 @@ RunStatus = Literal["running", "awaiting_input", "completed", "error", "cancelle
 PROGRESS_TOPIC = "progress"
 """The workflow-stream topic carrying the run's progress events (``RunEvent.as_dict()``)."""
 _VISIBILITY_PATCH = "hartflow-visibility-sync"
+_INPUT_CHECK_PATCH = "hartflow-input-check"
+_INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
 
 STOP_RECURSION_LIMIT = "recursion_limit"
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
@@ -103,6 +120,8 @@ class CarriedRun:
     memory: dict[str, dict[str, Any]] = field(default_factory=dict)
     stream: WorkflowStreamState | None = None
     """The progress stream (its events and offsets), so a subscriber reads on across the continue-as-new."""
+    transcript: TranscriptCursor | None = None
+    """The last model request's message ids and manifest: the continued run sends only what is new."""
 
 
 @dataclass
@@ -115,6 +134,8 @@ class RunInput:
     message_id: str | None = None
     files: list[str] = field(default_factory=list)
     carried: CarriedRun | None = None
+    subagent: SubagentTask | None = None
+    """Set when this run is a subagent (``workflows/subagent.py``) working on a lead run's ``task`` call."""
 
 
 @dataclass
@@ -169,7 +190,10 @@ class RunWorkflow:
         self._last_tool: str | None = None
         self._notice: str | None = None
         self._state = ThreadState()
+        self._transcript = TranscriptCursor()
         self._continue_as_new_requested = False
+        self._running_subagents: dict[str, str] = {}
+        """Subagents this run is waiting for: child workflow id → task description (current details)."""
         # Progress events also go to a workflow stream: ``hartflow run`` follows it live, and a client that
         # reconnects resumes from its offset. The SDK requires building it here, in __init__.
         prior = input.carried.stream if input.carried is not None else None
@@ -186,6 +210,10 @@ class RunWorkflow:
         dispatcher = Dispatcher(self._chain, ctx)
         if input.carried is None:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
+        problem = input_problem(input) if input.carried is None else None
+        # Only a refused input takes the patch: valid runs, and their histories, are unchanged by it.
+        if problem is not None and workflow.patched(_INPUT_CHECK_PATCH):
+            raise ApplicationError(problem, type="BadInput", non_retryable=True)
         await self._start(input)
         self._sync_search_attributes()
         failure: BaseException | None = None
@@ -221,6 +249,7 @@ class RunWorkflow:
                 if mw.name in carried.memory:
                     mw.import_memory(carried.memory[mw.name])
             self._state = carried.state
+            self._transcript = carried.transcript or TranscriptCursor()
             return
         snapshot = await self._ctx.call(
             THREAD_LOAD,
@@ -280,6 +309,13 @@ class RunWorkflow:
 
             ai = _last_ai_message(self._state)
             calls = list(ai.tool_calls) if ai is not None else []
+            if ai is not None and ai.invalid_tool_calls and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
+                # DeerFlow leaves such calls dangling until the next model request patches them, so a turn of
+                # only invalid calls ends the run on a broken answer. Answering them with the same error text
+                # lets the model see what was wrong and try again in this run (recursion_limit still bounds it).
+                self._apply({"messages": [self._invalid_call_result(call) for call in ai.invalid_tool_calls]})
+                if not calls:
+                    continue
             if not calls:
                 if ai is not None:
                     self._final_message = message_text(ai)
@@ -307,16 +343,24 @@ class RunWorkflow:
             if all((spec := self._catalog.get(c["name"])) is not None and spec.return_direct for c in calls):
                 return
 
+    def _invalid_call_result(self, call: InvalidToolCall) -> ToolMessage:
+        result = invalid_call_result(call, message_id=self._ctx.uuid())
+        self._ctx.emit("tool_result", tool=result.name, call_id=result.tool_call_id, status="error")
+        return result
+
     async def _invoke_model(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx
         settings = ctx.settings.model_call
         llm = ctx.settings.middlewares.llm_error_handling
         ctx.emit("model_call", turn=ctx.turn)
-        return await ctx.call(
+        # The messages go by reference: only those the previous request did not carry travel in history.
+        transcript, cursor = self._transcript.reference(ctx.thread, request.messages)
+        message = await ctx.call(
             MODEL_INVOKE,
             ModelCallInput(
                 model=request.model,
-                messages=cast(list[AnyMessage], list(request.messages)),
+                messages=[],
+                transcript=transcript,
                 system_message=request.system_message,
                 tools=[tool.schema() for tool in request.tools],
                 purpose="agent",
@@ -333,6 +377,8 @@ class RunWorkflow:
                 retry=model_retry_policy(llm),
             ),
         )
+        self._transcript = cursor
+        return message
 
     @workflow.signal(
         name=LLM_RETRY_SIGNAL,
@@ -364,6 +410,8 @@ class RunWorkflow:
                 status="error",
                 id=ctx.uuid(),
             )
+        if name == TASK_TOOL_NAME:
+            return await self._delegate(request)
         preview = _preview(request.args)
         label = f"{name} · {preview}" if preview else name
         self._last_tool = label
@@ -393,6 +441,75 @@ class RunWorkflow:
             artifact=output.artifact,
             id=ctx.uuid(),
         )
+
+    async def _delegate(self, request: ToolCallRequest) -> ToolMessage:
+        """The ``task`` tool: a subagent run as a child workflow (``HartflowSubagent``), visible under this run in
+        the Web UI, cancelled with it (its cancellation reaches the child; so does closing this run), timed out
+        after ``run.subagents.timeout_seconds``. Its answer, failure or timeout comes back as the task result."""
+        ctx = self._ctx
+        subagents = ctx.settings.subagents
+        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
+        try:
+            task, prompt, max_turns = subagent_task(
+                request.tool_call, subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id
+            )
+        except UnknownSubagentTypeError as exc:
+            return task_result_message(request.call_id, "failed", error=str(exc), message_id=ctx.uuid())
+        child_id = child_workflow_id(ctx.workflow_id, request.call_id)
+        model = subagents.model or ctx.model
+        settings = ctx.settings.model_copy(
+            update={"recursion_limit": max_turns, "subagent_enabled": False, "non_interactive": True}
+        )
+        self._running_subagents[child_id] = task.description
+        self._update_details()
+        ctx.emit("subagent_started", call_id=request.call_id, workflow_id=child_id, description=task.description)
+        try:
+            view = await workflow.execute_child_workflow(
+                SUBAGENT_WORKFLOW_NAME,
+                RunInput(
+                    thread_id=ctx.thread_id,
+                    message=prompt,
+                    model=model,
+                    user_id=ctx.user_id,
+                    settings=settings,
+                    subagent=task,
+                ),
+                id=child_id,
+                result_type=RunView,
+                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+                execution_timeout=timedelta(seconds=subagents.timeout_seconds),
+                static_summary=f"subagent {task.subagent_type} · {task.description}",
+            )
+        except ChildWorkflowError as exc:
+            interrupted = interrupted_child_message(
+                request.call_id, exc, message_id=ctx.uuid(), timeout_seconds=subagents.timeout_seconds
+            )
+            # A cancelled lead run cancels its children too: that must stay a cancellation, not a result.
+            if interrupted is None or workflow.cancellation_reason() is not None:
+                raise
+            result = interrupted
+        else:
+            result = finished_child_message(
+                request.call_id,
+                message_id=ctx.uuid(),
+                status=view.status,
+                final_message=view.final_message,
+                stop_reason=view.stop_reason,
+                model_name=model,
+                usage=view.usage,
+            )
+        finally:
+            self._running_subagents.pop(child_id, None)
+            self._update_details()
+        status = result.additional_kwargs.get(SUBAGENT_STATUS_KEY)
+        ctx.emit(
+            "subagent_finished",
+            call_id=request.call_id,
+            workflow_id=child_id,
+            description=task.description,
+            status=status,
+        )
+        return result
 
     # -- the clarification pause --------------------------------------------------------------------------
 
@@ -541,6 +658,7 @@ class RunWorkflow:
             sandbox_id=ctx.sandbox_id,
             memory={mw.name: memory for mw in self._chain if (memory := mw.export_memory()) is not None},
             stream=self._stream.get_state(),
+            transcript=self._transcript,
         )
         workflow.continue_as_new(
             RunInput(
@@ -550,6 +668,7 @@ class RunWorkflow:
                 user_id=self._input.user_id,
                 settings=self._input.settings,
                 carried=carried,
+                subagent=self._input.subagent,
             )
         )
 
@@ -599,6 +718,8 @@ class RunWorkflow:
             lines.append(f"**Stop reason:** {ctx.stop_reason}")
         if self._pending:
             lines.extend(request_markdown(self._pending))
+        if self._running_subagents:
+            lines.append(f"**Subagents running:** {', '.join(self._running_subagents.values())}")
         if self._notice:
             lines.append(f"**Notice:** {self._notice}")
         workflow.set_current_details("\n\n".join(lines))
@@ -628,6 +749,26 @@ def _last_ai_message(state: ThreadState) -> AIMessage | None:
 
 def _is_cancellation(exc: BaseException) -> bool:
     return is_cancelled_exception(exc)
+
+
+def message_problem(message: str, limit: int) -> str | None:
+    """Why a run refuses this user message (empty, or longer than ``run.max_message_chars``), or ``None``."""
+    if not message.strip():
+        return "the message is empty"
+    if len(message) > limit:
+        return f"the message is {len(message)} characters; the limit is {limit} (run.max_message_chars)"
+    return None
+
+
+def input_problem(input: RunInput) -> str | None:
+    """What makes a new run's input unusable, or ``None``. The CLI refuses these before starting anything;
+    this is the same check for any other client, which gets a ``BadInput`` failure before anything is written."""
+    try:
+        validate_thread_id(input.thread_id)
+        validate_user_id(input.user_id)
+    except InvalidIdError as exc:
+        return str(exc)
+    return message_problem(input.message, input.settings.max_message_chars)
 
 
 def _model_label(spec: str) -> str:

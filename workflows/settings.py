@@ -8,6 +8,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from middlewares.settings import MiddlewareSettings
+from workflows.delegation import SubagentsSettings
 
 
 class _Strict(BaseModel):
@@ -43,7 +44,12 @@ class RunSettings(_Strict):
     recursion_limit: int = Field(100, ge=1, le=10_000, description="model calls per run before it stops")
     plan_mode: bool = False
     non_interactive: bool = False
-    subagent_enabled: bool = False
+    subagent_enabled: bool = Field(
+        False,
+        description="offer the task tool: subagents run as child workflows, limited by SubagentLimit "
+        "(off by default, as DeerFlow's subagent_enabled)",
+    )
+    subagents: SubagentsSettings = Field(default_factory=SubagentsSettings)
     clarification_timeout_seconds: float = Field(7 * 24 * 3600, gt=0)
     max_message_chars: int = Field(100_000, ge=1, description="longest user message a run accepts")
     model_call: ModelCallSettings = Field(default_factory=ModelCallSettings)

@@ -23,9 +23,13 @@ A call with no group, or an attempt past a trailing error group that has no resp
 Response entries take ``content`` (string or content blocks) and/or ``tool_calls`` (``id`` optional:
 it defaults to ``call_{purpose}_{call_index}_{j}``), plus optional ``invalid_tool_calls``,
 ``additional_kwargs``, ``response_metadata``, ``usage_metadata`` (``total_tokens`` defaults to the sum)
-and ``id``. Error entries take ``error`` = ``{status, message, type, retry_after, code}`` (``status``
-or ``type`` required) and ``times`` (default 1). Both take ``delay`` (seconds slept before answering or
-failing) and ``for``.
+and ``id``. Raw provider calls in ``additional_kwargs.tool_calls`` (``{id, function: {name, arguments}}``)
+are parsed when the entry has neither ``tool_calls`` nor ``invalid_tool_calls``: arguments that are not a
+JSON object make that call an invalid tool call. Error entries take ``error`` =
+``{status, message, type, retry_after, code}`` (``status`` or ``type`` required) and ``times`` (default 1).
+Both take ``delay`` (seconds slept before answering or failing), ``wait_for_file`` (a path: the call blocks
+until that file exists, then answers or fails — how a test holds a model call in flight for exactly as long
+as it needs, without guessing a delay) and ``for``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.messages.tool import invalid_tool_call, tool_call
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -66,6 +70,10 @@ __all__ = [
     "load_script",
     "provider_error_class",
 ]
+
+
+_FILE_POLL_SECONDS = 0.05
+"""How often a ``wait_for_file`` entry looks for its file (a file has no portable change notification)."""
 
 
 class ScriptError(ValueError):
@@ -215,6 +223,7 @@ class ErrorEntry(_Strict):
     error: ErrorSpec
     times: int = Field(default=1, ge=1)
     delay: float = Field(default=0.0, ge=0)
+    wait_for_file: str | None = Field(default=None, min_length=1)
     purpose: ModelPurpose = Field(default="agent", alias="for")
 
 
@@ -227,6 +236,7 @@ class ResponseEntry(_Strict):
     usage_metadata: UsageSpec | None = None
     id: str | None = None
     delay: float = Field(default=0.0, ge=0)
+    wait_for_file: str | None = Field(default=None, min_length=1)
     purpose: ModelPurpose = Field(default="agent", alias="for")
 
     @field_validator("content", mode="before")
@@ -255,25 +265,62 @@ class ResponseEntry(_Strict):
                 output_tokens=spec.output_tokens,
                 total_tokens=spec.input_tokens + spec.output_tokens if total is None else total,
             )
+        calls = [
+            tool_call(name=tc.name, args=copy.deepcopy(tc.args), id=tc.id or f"call_{purpose}_{call_index}_{j}")
+            for j, tc in enumerate(self.tool_calls)
+        ]
+        invalid = [
+            invalid_tool_call(name=tc.name, args=tc.args, id=tc.id, error=tc.error) for tc in self.invalid_tool_calls
+        ]
+        raw = self.additional_kwargs.get("tool_calls")
+        if not calls and not invalid and isinstance(raw, list):
+            calls, invalid = parse_raw_tool_calls(raw)
         return AIMessage(
             content=copy.deepcopy(self.content),
-            tool_calls=[
-                tool_call(
-                    name=tc.name,
-                    args=copy.deepcopy(tc.args),
-                    id=tc.id or f"call_{purpose}_{call_index}_{j}",
-                )
-                for j, tc in enumerate(self.tool_calls)
-            ],
-            invalid_tool_calls=[
-                invalid_tool_call(name=tc.name, args=tc.args, id=tc.id, error=tc.error)
-                for tc in self.invalid_tool_calls
-            ],
+            tool_calls=calls,
+            invalid_tool_calls=invalid,
             additional_kwargs=copy.deepcopy(self.additional_kwargs),
             response_metadata=copy.deepcopy(self.response_metadata),
             usage_metadata=usage,
             id=self.id,
         )
+
+
+def parse_raw_tool_calls(raw: list[Any]) -> tuple[list[ToolCall], list[InvalidToolCall]]:
+    """A provider's raw ``additional_kwargs["tool_calls"]`` (OpenAI's ``{id, function: {name, arguments}}``) as
+    tool calls and invalid tool calls. langchain's own fallback parser makes the whole message fail to build
+    when ``arguments`` is valid JSON but not an object (``"ls"``, ``[1]``); here such a call is invalid, with an
+    error saying why, so the run can answer it like any other bad call."""
+    calls: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
+    for entry in raw:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(function, dict):
+            continue
+        name, arguments, call_id = function.get("name"), function.get("arguments"), entry.get("id")
+        error: str | None = None
+        args: Any = arguments
+        if isinstance(arguments, str):
+            try:
+                args = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                error = f"the arguments are not valid JSON: {exc}"
+        if args is None:
+            args = {}  # "null" or no arguments at all: a call without parameters, as langchain reads it
+        if error is None and not isinstance(args, dict):
+            error = f"the arguments must be a JSON object, not {_json_kind(args)}"
+        if error is None:
+            calls.append(tool_call(name=name or "", args=args, id=call_id))
+        else:
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            invalid.append(invalid_tool_call(name=name, args=text, id=call_id, error=error))
+    return calls, invalid
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    return {str: "a string", list: "a list", int: "a number", float: "a number"}.get(type(value), "null")
 
 
 Entry = ErrorEntry | ResponseEntry
@@ -427,6 +474,9 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         entry = self.script.resolve(self.purpose, self.call_index, self.attempt)
+        if entry.wait_for_file:
+            while not Path(entry.wait_for_file).exists():
+                time.sleep(_FILE_POLL_SECONDS)
         if entry.delay:
             time.sleep(entry.delay)
         return self._answer(entry)
@@ -439,6 +489,9 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         entry = self.script.resolve(self.purpose, self.call_index, self.attempt)
+        if entry.wait_for_file:
+            while not Path(entry.wait_for_file).exists():
+                await asyncio.sleep(_FILE_POLL_SECONDS)
         if entry.delay:
             await asyncio.sleep(entry.delay)
         return self._answer(entry)

@@ -12,10 +12,14 @@ and the CLI calls it directly.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+
+from temporalio.exceptions import ApplicationError
 
 
 class StorageError(Exception):
@@ -84,6 +88,22 @@ class ObjectStore(ABC):
 
     def exists(self, key: str) -> bool:
         return self.head(key) is not None
+
+    def list_children(self, prefix: str) -> builtins.list[str]:
+        """The distinct next path segments below ``prefix`` (which ends with ``/``), sorted: the "folders" and
+        "files" directly under it. Backends override this with a cheaper listing."""
+        return sorted({info.key[len(prefix) :].split("/", 1)[0] for info in self.list(prefix)})
+
+
+@contextlib.contextmanager
+def activity_errors() -> Iterator[None]:
+    """Storage errors as an activity must raise them: a configuration error fails for good (retrying cannot fix
+    a wrong bucket or secret); any other :class:`StorageError` propagates as is, so the activity's retry policy
+    retries it (an S3 outage, throttling, a network blip)."""
+    try:
+        yield
+    except StorageConfigError as exc:
+        raise ApplicationError(str(exc), type="StorageConfigError", non_retryable=True) from exc
 
 
 def validate_key(key: str) -> str:

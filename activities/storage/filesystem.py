@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 import tempfile
 from collections.abc import Iterator
@@ -100,6 +101,15 @@ class FilesystemObjectStore(ObjectStore):
                     except FileNotFoundError:
                         continue
         yield from sorted(found, key=lambda info: info.key)
+
+
+    def list_children(self, prefix: str) -> builtins.list[str]:
+        directory = self.path(prefix.rstrip("/")) if prefix.strip("/") else self.root
+        try:
+            names = os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return sorted(name for name in names if not _is_temporary(name))
 
 
 def _is_temporary(name: str) -> bool:

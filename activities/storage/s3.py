@@ -7,6 +7,7 @@ boto3's usual chain (environment, shared config, instance/pod roles).
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Iterator
 from typing import Any, Literal
@@ -124,7 +125,9 @@ class S3ObjectStore(ObjectStore):
                 raise self._config_error(exc) from None
             raise
         except (EndpointConnectionError, BotoCoreError) as exc:
-            raise StorageError(f"S3 {operation} failed: {exc}") from exc
+            # The message says it all; without botocore's and urllib3's chained tracebacks the failure stays small
+            # enough for Temporal to keep as the pending activity's last failure (the server drops big ones).
+            raise StorageError(f"S3 {operation} failed: {exc}") from None
 
     def get(self, key: str) -> bytes | None:
         try:
@@ -161,6 +164,35 @@ class S3ObjectStore(ObjectStore):
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in ("NoSuchKey", "404"):
                 raise StorageError(f"S3 delete {key} failed: {exc}") from exc
+
+    def list_children(self, prefix: str) -> builtins.list[str]:
+        names: set[str] = set()
+        token: str | None = None
+        while True:
+            extra = {"ContinuationToken": token} if token else {}
+            try:
+                page = self._call("list_objects_v2", Prefix=self.prefix + prefix, Delimiter="/", **extra)
+            except ClientError as exc:
+                raise StorageError(f"S3 list {prefix} failed: {exc}") from exc
+            start = len(self.prefix + prefix)
+            names.update(
+                item["Prefix"][start:].rstrip("/")
+                for item in page.get("CommonPrefixes", [])
+                if self._holds_objects(item["Prefix"])
+            )
+            names.update(item["Key"][start:] for item in page.get("Contents", []))
+            if not page.get("IsTruncated"):
+                return sorted(names)
+            token = page["NextContinuationToken"]
+
+    def _holds_objects(self, full_prefix: str) -> bool:
+        """Filer-backed servers (SeaweedFS) keep the "folders" of deleted keys and list them as common prefixes,
+        which AWS never does: a prefix counts only while an object is still under it."""
+        try:
+            page = self._call("list_objects_v2", Prefix=full_prefix, MaxKeys=1)
+        except ClientError as exc:
+            raise StorageError(f"S3 list {full_prefix} failed: {exc}") from exc
+        return bool(page.get("Contents"))
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
         token: str | None = None

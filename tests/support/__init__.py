@@ -17,11 +17,15 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, RetryState
 
+from activities.storage.filesystem import FilesystemObjectStore
+from activities.thread_store import FilesystemThreadStore
+from tests.support.history import fill_transcript_messages
 from workers.config import HartflowConfig, load_config
+from workers.payloads import client_for
 from workers.worker import build_worker
 from workflows import search_attributes as sa
 from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import ThreadRef
+from workflows.contracts import ModelCallInput, ThreadRef
 from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
 from workflows.settings import RunSettings
 
@@ -70,7 +74,8 @@ def calls(*tool_calls: dict[str, Any], content: str = "") -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def running_worker(client: Client, config: HartflowConfig, **options: Any) -> AsyncIterator[None]:
-    worker = build_worker(client, config, **options)
+    """A worker for ``config`` on ``client``'s connection, with ``config``'s converter (its claim check)."""
+    worker = build_worker(client_for(client, config), config, **options)
     async with worker:
         yield
 
@@ -85,7 +90,8 @@ async def start_run(
     files: list[str] | None = None,
 ) -> WorkflowHandle[Any, RunView]:
     thread = thread_id or unique("thread")
-    return await client.start_workflow(
+    # The handle reads results through the config's converter, so large results (claim-checked) decode.
+    return await client_for(client, config).start_workflow(
         RunWorkflow.run,
         RunInput(
             thread_id=thread,
@@ -138,6 +144,8 @@ async def scheduled_inputs(client: Client, events: list[Any], activity: str, inp
         if attributes.activity_type.name == activity:
             [decoded] = await client.data_converter.decode(list(attributes.input.payloads), [input_type])
             inputs.append(decoded)
+    if input_type is ModelCallInput:
+        fill_transcript_messages(inputs)  # agent calls send their messages by reference
     return inputs
 
 
@@ -212,7 +220,14 @@ def activity_error(cause: BaseException, activity_type: str = "model.invoke") ->
 
 
 def thread_state(home: Path, thread_id: str, user_id: str = "default") -> dict[str, Any]:
-    """The committed thread state (the filesystem store's ``state.json``), as JSON."""
-    path = home / "users" / user_id / "threads" / thread_id / "state.json"
-    state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["state"]
+    """The newest committed thread state in the filesystem thread store rooted at ``home``, as JSON."""
+    record = FilesystemThreadStore(home).record(ThreadRef(user_id, thread_id))
+    assert record is not None, f"nothing committed for thread {thread_id}"
+    state: dict[str, Any] = record["state"]
     return state
+
+
+def sole_thread_state(home: Path, user_id: str = "default") -> dict[str, Any]:
+    """The committed state of the one thread ``user_id`` has under ``home`` (for tests that never name it)."""
+    [thread_id] = FilesystemObjectStore(home).list_children(f"users/{user_id}/threads/")
+    return thread_state(home, thread_id, user_id)

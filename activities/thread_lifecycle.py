@@ -1,0 +1,99 @@
+"""A deployment's threads on storage: listing them, and deleting everything one thread owns.
+
+What a thread owns, on either backend (:func:`thread_prefixes` is the one place that says so):
+
+* ``users/{u}/threads/{t}/`` — its state versions, uploads, outputs, workspace, message blobs;
+* ``payloads/v0/ns/{ns}/wt/{type}/wi/hartflow-{t}/`` — the Temporal external-storage payloads of its runs
+  (the layout of ``activities/storage/payloads.py``, which is the SDK S3 driver's: the workflow id is a whole
+  key segment after ``wi``, so ``hartflow-a`` never matches ``hartflow-ab``).
+
+With a remote backend a worker also keeps a working copy of the thread's files under its own home; deleting
+on this host removes that copy too (other hosts' copies are caches that their next sync finds gone).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from activities.storage import ObjectStore
+from activities.thread_store import ObjectThreadStore
+from workflows.contracts import ThreadRef
+from workflows.paths import thread_dir, validate_thread_id
+
+PAYLOADS_NAMESPACES = "payloads/v0/ns/"
+WORKFLOW_ID_PREFIX = "hartflow-"
+
+
+@dataclass
+class ThreadSummary:
+    thread_id: str
+    title: str | None
+    messages: int
+    version: int
+    updated: str | None
+    """When the newest state version was committed (ISO-8601); ``None`` for a thread with files but no state."""
+
+
+@dataclass
+class DeletedThread:
+    thread_id: str
+    prefixes: dict[str, int] = field(default_factory=dict)
+    """Every key prefix examined and how many objects were removed under it."""
+    local_dir: str | None = None
+    """The thread's folder under this host's home, when one was left to remove."""
+
+    @property
+    def removed(self) -> int:
+        return sum(self.prefixes.values())
+
+
+def list_threads(objects: ObjectStore, user_id: str) -> list[ThreadSummary]:
+    """Every thread of ``user_id`` that has anything in storage, by id."""
+    store = ObjectThreadStore(objects)
+    summaries = []
+    for name in objects.list_children(f"users/{user_id}/threads/"):
+        try:
+            thread = ThreadRef(user_id, validate_thread_id(name))
+        except ValueError:
+            continue  # not a thread folder (a stray file or a foreign name)
+        record = store.record(thread)
+        state = (record or {}).get("state") or {}
+        summaries.append(
+            ThreadSummary(
+                thread_id=name,
+                title=state.get("title"),
+                messages=len(state.get("messages") or []),
+                version=int(record["version"]) if record else 0,
+                updated=record.get("committed_at") if record else None,
+            )
+        )
+    return summaries
+
+
+def thread_prefixes(objects: ObjectStore, thread: ThreadRef) -> list[str]:
+    """The key prefixes holding everything ``thread`` owns (see the module docstring), thread folder first."""
+    prefixes = [f"{thread_dir(thread.user_id, thread.thread_id)}/"]
+    workflow_id = f"{WORKFLOW_ID_PREFIX}{thread.thread_id}"
+    for namespace in objects.list_children(PAYLOADS_NAMESPACES):
+        types = f"{PAYLOADS_NAMESPACES}{namespace}/wt/"
+        for workflow_type in objects.list_children(types):
+            runs = f"{types}{workflow_type}/wi/{workflow_id}/"
+            if objects.list_children(runs):
+                prefixes.append(runs)
+    return prefixes
+
+
+def delete_thread(objects: ObjectStore, thread: ThreadRef, home: Path) -> DeletedThread:
+    """Remove everything ``thread`` owns. The caller makes sure no run of the thread is active."""
+    deleted = DeletedThread(thread.thread_id)
+    for prefix in thread_prefixes(objects, thread):
+        deleted.prefixes[prefix] = objects.delete_prefix(prefix)
+    local = home / thread_dir(thread.user_id, thread.thread_id)
+    if local.is_dir():
+        # Filesystem backend: the folders left empty (a sandbox creates them up front). Remote backend: this
+        # host's working copy.
+        shutil.rmtree(local)
+        deleted.local_dir = str(local)
+    return deleted

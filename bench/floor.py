@@ -1,0 +1,86 @@
+"""The Temporal floor: a bare workflow doing one model activity and one tool activity per turn.
+
+No middleware, no state, no persistence: what any durable agent on Temporal pays at least. The model activity
+returns the workload's canned response for the turn (an AIMessage-like dict), the tool activity lists the same
+kind of empty directory the other systems list. Same dev server, data converter and worker options as hartflow's
+worker (sandboxed workflow runner, 16 activity threads, 3 s sticky timeout).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    from bench.workload import responses
+
+MODEL_ACTIVITY = "floor.model"
+TOOL_ACTIVITY = "floor.tool"
+
+
+@dataclass
+class FloorInput:
+    turns: int
+    run_tag: str
+
+
+@dataclass
+class ModelTurn:
+    turns: int
+    run_tag: str
+    turn: int
+
+
+class FloorActivities:
+    def __init__(self, workspace: str) -> None:
+        self._workspace = workspace
+
+    @activity.defn(name=MODEL_ACTIVITY)
+    async def model(self, request: ModelTurn) -> dict[str, Any]:
+        return responses(request.turns, request.run_tag)[request.turn]
+
+    @activity.defn(name=TOOL_ACTIVITY)
+    async def tool(self, args: dict[str, Any]) -> str:
+        entries = sorted(os.listdir(self._workspace))
+        return "\n".join(entries) if entries else "(empty)"
+
+
+@workflow.defn(name="BenchFloor")
+class FloorWorkflow:
+    @workflow.run
+    async def run(self, input: FloorInput) -> str:
+        turn = 0
+        while True:
+            message: dict[str, Any] = await workflow.execute_activity(
+                MODEL_ACTIVITY,
+                ModelTurn(input.turns, input.run_tag, turn),
+                result_type=dict,
+                start_to_close_timeout=timedelta(seconds=600),
+            )
+            turn += 1
+            if not message.get("tool_calls"):
+                return str(message["content"])
+            for call in message["tool_calls"]:
+                await workflow.execute_activity(
+                    TOOL_ACTIVITY, call["args"], result_type=str, start_to_close_timeout=timedelta(seconds=900)
+                )
+
+
+def floor_worker(client: Client, task_queue: str, workspace: str) -> Worker:
+    activities = FloorActivities(workspace)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[FloorWorkflow],
+        activities=[activities.model, activities.tool],
+        activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )

@@ -1,0 +1,150 @@
+"""hartflow as the benchmarks drive it: only through its public surfaces, the way the CLI does.
+
+Configs come from ``workers.config.load_config``, clients from ``workers.worker.connect`` (so whatever data
+converter hartflow configures is used here too), workers from ``workers.worker.build_worker`` or the
+``hartflow worker`` process, and runs are started as ``RunWorkflow.run(RunInput(...))`` with a ``scripted:PATH``
+model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from workers.config import HartflowConfig, load_config
+from workers.worker import build_worker
+from workflows import search_attributes as sa
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
+
+REPO = Path(__file__).resolve().parents[1]
+
+UNBOUNDED = 1_000_000
+"""Loop-detection thresholds for the benchmark: the middleware still runs its checks on every turn, but N
+identical ``ls`` calls are the workload here, not a loop to stop."""
+
+
+def bench_config(
+    home: Path,
+    address: str,
+    task_queue: str,
+    *,
+    turns: int,
+    tool_heartbeat_seconds: int = 30,
+    **overrides: Any,
+) -> HartflowConfig:
+    """hartflow's default config (so the full default chain) on ``address``, allowed ``turns`` tool turns."""
+    return load_config(
+        overrides={
+            "storage": {"home": str(home)},
+            "temporal": {"address": address, "task_queue": task_queue},
+            "sandbox": {"allow_host_bash": True},
+            "run": {
+                "recursion_limit": turns + 10,
+                "tool_call": {"heartbeat_seconds": tool_heartbeat_seconds},
+                "middlewares": {
+                    "loop_detection": {
+                        "warn_threshold": UNBOUNDED,
+                        "hard_limit": UNBOUNDED,
+                        "tool_freq_warn": UNBOUNDED,
+                        "tool_freq_hard_limit": UNBOUNDED,
+                    }
+                },
+            },
+            **overrides,
+        },
+        environ={},
+    )
+
+
+@contextlib.asynccontextmanager
+async def in_process_worker(client: Client, config: HartflowConfig) -> AsyncIterator[None]:
+    async with build_worker(client, config):
+        yield
+
+
+async def start_run(
+    client: Client, config: HartflowConfig, thread_id: str, model: str, message: str
+) -> WorkflowHandle[Any, RunView]:
+    """Start a run exactly as ``hartflow run`` does (same input, id and search attributes)."""
+    return await client.start_workflow(
+        RunWorkflow.run,
+        RunInput(thread_id=thread_id, user_id=config.user_id, message=message, model=model, settings=config.run),
+        id=workflow_id_for(thread_id),
+        task_queue=config.temporal.task_queue,
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(sa.THREAD_ID, thread_id),
+                SearchAttributePair(sa.USER_ID, config.user_id),
+                SearchAttributePair(sa.STATUS, "running"),
+                SearchAttributePair(sa.MODEL, model),
+                SearchAttributePair(sa.TURNS, 0),
+            ]
+        ),
+    )
+
+
+async def wait_settled(client: Client, workflow_id: str) -> RunView:
+    """Until the run pauses or ends (its ``wait_settled`` update)."""
+    handle = client.get_workflow_handle(workflow_id, result_type=RunView)
+    view: RunView = await handle.execute_update("wait_settled", result_type=RunView)
+    return view
+
+
+async def reply(client: Client, workflow_id: str, answer: str) -> None:
+    """Answer the pending clarification the way ``hartflow reply`` does (the validated ``reply`` update)."""
+    handle = client.get_workflow_handle(workflow_id, result_type=RunView)
+    await handle.execute_update("reply", ReplyInput(answer=answer), result_type=RunView)
+
+
+def write_worker_config(config: HartflowConfig, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def worker_processes(
+    config: HartflowConfig, config_file: Path, count: int = 1
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """``count`` ``hartflow worker`` processes (started together; each in its own session, so a kill reaches its
+    children), all polling when yielded."""
+    write_worker_config(config, config_file)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "workers.cli", "worker", "--config", str(config_file)],
+            env={**env, "PYTHONPATH": str(REPO)},
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
+        for _ in range(count)
+    ]
+    try:
+        for process in processes:
+            assert process.stderr is not None
+            for line in process.stderr:
+                if "worker polling task queue" in line:
+                    break
+            if process.poll() is not None:
+                raise RuntimeError(f"a hartflow worker exited with {process.returncode}")
+            # Keep draining its stderr, so a chatty worker never blocks on a full pipe.
+            threading.Thread(target=process.stderr.read, daemon=True).start()
+        yield processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in processes:
+            process.wait(timeout=30)

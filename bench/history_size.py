@@ -1,0 +1,112 @@
+"""History size per turn: what one agent turn adds to Temporal history, and to storage, at turn N.
+
+    .venv/bin/python -m bench.history_size [--turns 10 500] [--address HOST:PORT]
+
+Runs one scripted run of ``max(turns) + 2`` turns (one ``ls`` tool call per turn, LoopDetection off) on a dev
+server it starts (or ``--address``), then reads the whole continue-as-new chain back and prints, for each
+requested turn: the history events and bytes the turn added (from its model call to the next one), the bytes it
+moved through the claim check, the message-blob bytes it wrote (new message bodies + the request's manifest),
+and — for comparison — how big the request's message list would have been inline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from tests.support import calls, make_config, running_worker, start_run, tool_call, write_script
+from tests.support.history import chain_histories, turn_costs
+from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.payloads import client_for
+from workflows.contracts import MODEL_INVOKE, ModelCallInput
+
+
+async def _transcript_sizes(client: Client, runs: list[list[Any]]) -> dict[int, tuple[int, int]]:
+    """Per agent turn: (blob bytes the model call wrote, bytes its message list would have been inline)."""
+    body_sizes: dict[str, int] = {}
+    sizes: dict[int, tuple[int, int]] = {}
+    ids: list[str] = []
+    turn = 0
+    for events in runs:
+        for event in events:
+            if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                continue
+            attributes = event.activity_task_scheduled_event_attributes
+            if attributes.activity_type.name != MODEL_INVOKE:
+                continue
+            [call] = await client.data_converter.decode(list(attributes.input.payloads), [ModelCallInput])
+            ref = call.transcript
+            if ref is None or call.purpose != "agent":
+                continue
+            turn += 1
+            # Each agent request builds on the previous one (``base``), so the id list can be followed along.
+            ids = [*ids[: ref.keep], *ref.append]
+            body_sizes.update({key: len(body.encode()) for key, body in ref.bodies.items()})
+            written = sum(len(body.encode()) for body in ref.bodies.values()) + max(0, 65 * len(ids) - 1)
+            sizes[turn] = (written, sum(body_sizes[key] for key in ids))
+    return sizes
+
+
+async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[str, Any]]:
+    total = max(turns) + 2
+    run = {"recursion_limit": total + 10, "middlewares": {"loop_detection": {"enabled": False}}}
+    config = make_config(workdir / "home", address, run=run)
+    script = [calls(tool_call("ls", path="/mnt/user-data")) for _ in range(total - 1)]
+    model = write_script(workdir, [*script, {"content": "done", "response_metadata": {"finish_reason": "stop"}}])
+    client = client_for(await Client.connect(address), config)
+    started = time.monotonic()
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "go", model=model)
+        await handle.result()
+    seconds = time.monotonic() - started
+    runs = await chain_histories(client, handle.id, handle.first_execution_run_id or "")
+    costs = {cost.turn: cost for cost in turn_costs(runs)}
+    blobs = await _transcript_sizes(client, runs)
+    rows = []
+    for wanted in turns:
+        turn = min(t for t in costs if t >= wanted)  # the first and last turn of each run are not measured
+        cost = costs[turn]
+        rows.append(
+            {
+                "turn": turn,
+                "history_events": cost.events,
+                "history_bytes": cost.bytes,
+                "claim_check_bytes": cost.external_bytes,
+                "blob_bytes_written": blobs[turn][0],
+                "inline_list_bytes": blobs[turn][1],
+                "runs_in_chain": len(runs),
+                "run_seconds": round(seconds, 1),
+            }
+        )
+    return rows
+
+
+async def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, nargs="+", default=[10, 500])
+    parser.add_argument("--address", help="an existing Temporal frontend; default: start a dev server")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="hartflow-history-size-") as tmp:
+        server = None if args.address else DevServer(DevServerOptions(port=free_port(), ui=False))
+        if server is not None:
+            await asyncio.to_thread(server.start)
+        try:
+            rows = await measure(args.address or server.address, sorted(args.turns), Path(tmp))  # type: ignore[union-attr]
+        finally:
+            if server is not None:
+                server.stop()
+    header = list(rows[0])
+    print(" ".join(f"{name:>18}" for name in header))
+    for row in rows:
+        print(" ".join(f"{row[name]:>18}" for name in header))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,73 @@
+"""Per-turn overhead: N-turn runs (one tool call per turn), every system side by side, ms/turn and ratio to floor.
+
+For each system and N: one session, a short warm-up run (not counted), then ``repetitions`` timed runs; the
+reported value is the median run's wall time (client side, start to result) divided by N. A system whose cost
+per turn grows with N (a checkpoint or a history that carries the whole conversation) is projected from its
+last two sizes: when one run would exceed ``max_run_seconds`` the measurement drops to a single run, and is
+skipped (with the projection recorded) when even that would.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from bench.common import BenchContext, median, round_ms
+from bench.systems import SYSTEMS, TEMPORAL_SYSTEMS, hartflow_chain_length, open_session
+
+
+def projected_run_seconds(previous: list[tuple[int, float]], turns: int) -> float | None:
+    """One run's projected seconds at ``turns`` from earlier (N, seconds-per-turn) results of the same system:
+    per-turn cost extrapolated linearly in N when it grew, held flat otherwise."""
+    if not previous:
+        return None
+    n1, per_turn1 = previous[-1]
+    if len(previous) >= 2:
+        n0, per_turn0 = previous[-2]
+        slope = max(0.0, (per_turn1 - per_turn0) / (n1 - n0))
+    else:
+        slope = 0.0
+    return (per_turn1 + slope * (turns - n1)) * turns
+
+
+async def run(
+    ctx: BenchContext, sizes: list[int], systems: list[str], histories: dict[tuple[str, int], dict[str, int]]
+) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    for system in systems:
+        previous: list[tuple[int, float]] = []
+        for n in sizes:
+            projected = projected_run_seconds(previous, n)
+            repetitions = ctx.repetitions
+            row: dict[str, Any] = {"system": system, "n": n}
+            if projected is not None and projected * repetitions > ctx.max_run_seconds:
+                repetitions = 1
+            if projected is not None and projected > ctx.max_run_seconds:
+                rows.append({**row, "skipped": f"projected {projected:.0f} s per run > {ctx.max_run_seconds:.0f} s"})
+                print(f"bench:   {system} N={n}: {rows[-1]['skipped']}", file=sys.stderr, flush=True)
+                continue
+            async with open_session(system, ctx, [ctx.warmup_turns] + [n] * repetitions) as session:
+                await session.run(ctx.warmup_turns)
+                results = [await session.run(n) for _ in range(repetitions)]
+            seconds = median([result.seconds for result in results])
+            previous.append((n, seconds / n))
+            row.update(ms_per_turn=round_ms(seconds / n), runs_ms=[round_ms(r.seconds) for r in results])
+            if system in TEMPORAL_SYSTEMS:
+                # The history of the median run (histories of one system and N are all alike).
+                histories[(system, n)] = min(results, key=lambda r: abs(r.seconds - seconds)).history or {}
+            rows.append(row)
+            print(f"bench:   {system} N={n}: {row['ms_per_turn']} ms/turn", file=sys.stderr, flush=True)
+    floor = {row["n"]: row["ms_per_turn"] for row in rows if row["system"] == "floor" and "ms_per_turn" in row}
+    for row in rows:
+        if "ms_per_turn" in row and row["n"] in floor:
+            row["ratio_to_floor"] = round(row["ms_per_turn"] / floor[row["n"]], 2)
+    return {
+        "sizes": sizes,
+        "systems": systems,
+        "repetitions": ctx.repetitions,
+        "langchain_noop_middlewares": hartflow_chain_length(),
+        "rows": rows,
+    }
+
+
+__all__ = ["SYSTEMS", "run"]

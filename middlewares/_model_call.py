@@ -1,0 +1,62 @@
+"""Auxiliary model calls (title, summarisation, memory extraction): one prompt in, one AIMessage out.
+
+The agent's own call sends its message list by reference (``workflows/transcript.py``); these calls send one
+HumanMessage built from a bounded prompt, inline — past ``storage.payload_threshold_bytes`` the claim check
+moves it out of history like any other large payload. Building the request here keeps the three call sites
+identical in shape, so their activity summaries and options stay exactly what replayed histories recorded.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from langchain_core.messages import AIMessage, HumanMessage
+
+from middlewares.llm_error_handling import model_retry_policy, retry_budget
+from workflows.context import ActivityOptions, RunContext
+from workflows.contracts import MODEL_INVOKE, LlmRetryBudget, ModelCallInput, ModelPurpose
+
+
+def prompt_request(
+    model: str,
+    prompt: str,
+    *,
+    purpose: ModelPurpose,
+    call_index: int,
+    run_key: str,
+    retry: LlmRetryBudget | None = None,
+) -> ModelCallInput:
+    """The ``model.invoke`` input for a single-prompt call."""
+    return ModelCallInput(
+        model=model,
+        messages=[HumanMessage(prompt)],
+        purpose=purpose,
+        call_index=call_index,
+        run_key=run_key,
+        retry=retry or LlmRetryBudget(),
+    )
+
+
+async def call_model(ctx: RunContext, model: str, prompt: str, *, purpose: ModelPurpose, summary: str) -> AIMessage:
+    """Ask ``model`` one prompt from a hook, with the run's model-call timeouts and LLM retry budget."""
+    llm = ctx.settings.middlewares.llm_error_handling
+    timeouts = ctx.settings.model_call
+    request = prompt_request(
+        model,
+        prompt,
+        purpose=purpose,
+        call_index=ctx.next_call_index(purpose),
+        run_key=f"{ctx.workflow_id}/{ctx.run_id}",
+        retry=retry_budget(llm),
+    )
+    return await ctx.call(
+        MODEL_INVOKE,
+        request,
+        result_type=AIMessage,
+        summary=summary,
+        options=ActivityOptions(
+            start_to_close=timedelta(seconds=timeouts.timeout_seconds),
+            heartbeat=timedelta(seconds=timeouts.heartbeat_seconds),
+            retry=model_retry_policy(llm),
+        ),
+    )

@@ -1,0 +1,67 @@
+"""``python -m bench --smoke``: every benchmark family runs end to end and reports numbers (no thresholds: CI
+machines are noisy), and ``--update-readme`` rewrites only the README's marked block."""
+
+from __future__ import annotations
+
+import json
+import numbers
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.report import README_BEGIN, README_END, update_readme
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _numbers(row: dict[str, Any], *keys: str) -> bool:
+    return all(isinstance(row.get(key), numbers.Real) for key in keys)
+
+
+@pytest.mark.timeout(600)
+def test_smoke_run_reports_every_benchmark_with_numbers(tmp_path: Path) -> None:
+    out = tmp_path / "smoke.json"
+    process = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=580,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    results = json.loads(out.read_text())
+
+    per_turn = results["per_turn"]
+    assert per_turn["langchain_noop_middlewares"] > 0
+    measured = {row["system"] for row in per_turn["rows"] if _numbers(row, "ms_per_turn", "ratio_to_floor")}
+    assert measured == {"floor", "hartflow", "deepagents", "langchain-memory", "langchain-sqlite"}
+
+    history = {row["system"]: row for row in results["history"]["rows"]}
+    assert set(history) == {"floor", "hartflow", "deepagents"}
+    assert all(_numbers(row, "events_per_turn", "bytes_per_turn") for row in history.values())
+    assert _numbers(history["hartflow"], "external_bytes_per_turn", "storage_bytes_per_turn")
+
+    [throughput] = results["throughput"]["rows"]
+    assert _numbers(throughput, "runs_per_minute", "turn_p50_ms", "turn_p99_ms", "worker_peak_rss_mib")
+    assert results["resume"]["samples"] > 0 and _numbers(results["resume"], "p50_ms", "p99_ms")
+    assert all(_numbers(row, "heartbeat_timeout_s", "recovery_s") for row in results["recovery"]["rows"])
+    assert results["machine"]["cores"] and results["command"].endswith(f"--smoke --out {out}")
+
+    # The printed table is the one the README gets.
+    assert "| N | floor | hartflow | deepagents | langchain-memory | langchain-sqlite |" in process.stdout
+
+
+def test_update_readme_rewrites_only_the_marked_block(tmp_path: Path) -> None:
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n\nbefore\n{README_BEGIN}\nold table\n{README_END}\nafter\n")
+    update_readme(readme, "| new | table |")
+    assert readme.read_text() == f"# title\n\nbefore\n{README_BEGIN}\n| new | table |\n{README_END}\nafter\n"
+
+    unmarked = tmp_path / "other.md"
+    unmarked.write_text("no block here\n")
+    with pytest.raises(SystemExit, match="bench:begin"):
+        update_readme(unmarked, "| new | table |")
+    assert unmarked.read_text() == "no block here\n"

@@ -1,0 +1,60 @@
+"""The subagent workflow: a lead run's ``task`` call, run as a child workflow of that run (``HartflowSubagent``).
+
+It is the run workflow with three differences, made by overriding rather than by touching the loop:
+
+* the chain is the subagent chain (``build_subagent_chain``, reference §1.5) and the catalog has neither
+  ``ask_clarification`` (no Clarification: a subagent cannot ask the user) nor ``task`` (no recursion);
+* its state is its own: one message list seeded with the task's prompt, never loaded from or committed to the
+  thread (no thread commit, no Memory). It shares the thread's files and the lead run's sandbox id, which the
+  lead releases;
+* its status reports the token usage of its model calls (it has no TokenUsage middleware), which the lead adds
+  to the dispatching AIMessage through the task result.
+
+The lead starts it with ``recursion_limit`` = the subagent type's ``max_turns`` and waits for its ``RunView``.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from langchain_core.messages import HumanMessage
+
+from middlewares.chain import build_subagent_chain
+from workflows.delegation import SUBAGENT_WORKFLOW_NAME, usage_of
+from workflows.run import RunInput, RunView, RunWorkflow
+from workflows.state import ThreadState
+from workflows.tools import ToolCatalog
+
+
+@workflow.defn(name=SUBAGENT_WORKFLOW_NAME)
+class SubagentWorkflow(RunWorkflow):
+    @workflow.init
+    def __init__(self, input: RunInput) -> None:
+        super().__init__(input)
+        self._ctx.is_subagent = True
+        self._chain = build_subagent_chain(input.settings)
+        self._catalog = ToolCatalog.builtin(exclude=frozenset({"ask_clarification"})).with_tools(
+            tool for mw in self._chain for tool in mw.tools()
+        )
+
+    @workflow.run
+    async def run(self, input: RunInput) -> RunView:
+        return await super().run(input)
+
+    async def _start(self, input: RunInput) -> None:
+        if input.carried is not None:
+            await super()._start(input)
+            return
+        task = input.subagent
+        sandbox = {"sandbox_id": task.sandbox_id} if task is not None and task.sandbox_id else None
+        self._state = ThreadState(sandbox=sandbox)
+        self._apply({"messages": [HumanMessage(content=input.message, id=self._ctx.uuid())]})
+
+    async def _commit(self) -> None:
+        """Nothing to commit: the subagent's messages are its own, and its answer goes back as the task result."""
+
+    def _view(self) -> RunView:
+        view = super()._view()
+        view.usage = usage_of(self._state.messages)
+        return view
