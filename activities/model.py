@@ -113,7 +113,9 @@ class ModelActivities:
         if self._transcripts is None:
             raise ApplicationError("this worker has no blob store for transcript references", non_retryable=True)
         try:
-            return await asyncio.to_thread(self._transcripts.resolve, input.transcript)
+            # Heartbeating: a first request on a long thread may write thousands of message blobs.
+            resolving = asyncio.to_thread(self._transcripts.resolve, input.transcript)
+            return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
 

@@ -19,6 +19,7 @@ import json
 import posixpath
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
@@ -29,6 +30,7 @@ from workflows.transcript import manifest_id, manifest_text, sha256_hex
 __all__ = ["TranscriptError", "TranscriptStore", "thread_blob_prefix"]
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+_WRITERS = 16
 
 
 class TranscriptError(Exception):
@@ -77,6 +79,8 @@ class TranscriptStore:
         self._cache = _LruBytes(cache_bytes)
         # Cache keys name the store, so two stores in one process (tests, two homes) never share entries.
         self._scope = store.describe() + "|"
+        # Long-lived threads, so the S3 store's per-thread clients are built once, not per request.
+        self._writers = ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="transcript-writer")
 
     def resolve(self, ref: TranscriptRef) -> list[BaseMessage]:
         """Store the reference's new bodies and manifest, then return its messages in order."""
@@ -84,7 +88,8 @@ class TranscriptStore:
         for message_id, body in ref.bodies.items():
             if sha256_hex(body) != message_id:
                 raise TranscriptError(f"message body does not match its id {message_id}")
-            self._write(f"{prefix}msg/{message_id}.json", body)
+        # In parallel: the first request of a run on a long thread carries every body (one PUT each on S3).
+        list(self._writers.map(lambda item: self._write(f"{prefix}msg/{item[0]}.json", item[1]), ref.bodies.items()))
         base = self._manifest(prefix, ref.base) if ref.base is not None else []
         if ref.keep > len(base):
             raise TranscriptError(f"reference keeps {ref.keep} messages of a manifest of {len(base)}")

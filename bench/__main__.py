@@ -3,6 +3,7 @@
     python -m bench                        # the full run (about 15 minutes on 2 cores)
     python -m bench --smoke                # tiny sizes, one repetition: the CI smoke (under a minute)
     python -m bench --only per_turn,history --out bench/results/latest.json --update-readme
+    python -m bench --resume-from bench/results/latest.json --only throughput,resume,recovery
 
 Prints a markdown table, writes every number (and the machine it ran on) as JSON, and with ``--update-readme``
 rewrites the README's ``<!-- bench:begin -->`` block with the table and the command that produced it.
@@ -46,7 +47,7 @@ class Plan:
     warmup_turns: int
 
 
-FULL = Plan([10, 100, 500], [10, 500], 3, [50, 200], 5, 4, [2, 5, 10], 240, 3)
+FULL = Plan([10, 100, 500], [10, 500], 3, [50, 200], 5, 4, [2, 5, 10], 120, 3)
 SMOKE = Plan([3], [3], 1, [3], 1, 2, [1], 60, 1)
 
 
@@ -59,6 +60,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--update-readme", action="store_true", help="rewrite README.md's bench block")
     parser.add_argument("--repetitions", type=int, help="timed runs per per-turn measurement (default 3; smoke 1)")
     parser.add_argument("--max-run-seconds", type=float, help="cut/skip per-turn runs projected to take longer")
+    parser.add_argument("--concurrency", help="throughput: comma-separated concurrent runs (default 50,200; smoke 3)")
+    parser.add_argument(
+        "--resume-from",
+        type=Path,
+        help="a results JSON of an earlier (interrupted) run: its families are kept and not run again",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.only.split(",")) - set(FAMILIES) | set(args.systems.split(",")) - set(SYSTEMS)
     if unknown:
@@ -69,12 +76,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     plan = SMOKE if args.smoke else FULL
     only = args.only.split(",")
-    results: dict[str, Any] = {
-        "command": shlex.join([".venv/bin/python", "-m", "bench", *argv]),
-        "smoke": args.smoke,
-        "machine": report.machine(),
-    }
-    began = time.perf_counter()
+    command = shlex.join([".venv/bin/python", "-m", "bench", *argv])
+    results: dict[str, Any] = {"commands": [], "smoke": args.smoke, "machine": report.machine(), "wall_seconds": 0}
+    if args.resume_from:
+        results = json.loads(args.resume_from.read_text(encoding="utf-8"))
+        results.setdefault("commands", [results.pop("command", "(unknown)")])
+        only = [family for family in only if family not in results]
+    results["commands"].append(command)
+    concurrencies = [int(c) for c in args.concurrency.split(",")] if args.concurrency else plan.concurrencies
+    began = time.perf_counter() - float(results.get("wall_seconds", 0))
     # A SIGTERM cancels the run, so the dev server and worker processes below are stopped, not leaked.
     main_task = asyncio.current_task()
     assert main_task is not None
@@ -92,11 +102,11 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
                 max_run_seconds=args.max_run_seconds or plan.max_run_seconds,
                 warmup_turns=plan.warmup_turns,
             )
-            histories: dict[tuple[str, int], dict[str, int]] = {}
+            histories: dict[tuple[str, int], dict[str, Any]] = {}
             families: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
                 "per_turn": lambda: per_turn.run(ctx, plan.sizes, args.systems.split(","), histories),
                 "history": lambda: history.run(ctx, plan.history_sizes, histories),
-                "throughput": lambda: throughput.run(ctx, plan.concurrencies),
+                "throughput": lambda: throughput.run(ctx, concurrencies),
                 "resume": lambda: resume.run(ctx, plan.resume_runs, plan.resume_rounds),
                 "recovery": lambda: recovery.run(ctx, plan.heartbeat_timeouts),
             }
@@ -106,10 +116,17 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
                     started = time.perf_counter()
                     results[family] = await families[family]()
                     results[family]["seconds"] = round(time.perf_counter() - started, 1)
+                    results["wall_seconds"] = round(time.perf_counter() - began, 1)
+                    write_json(args.out, results)  # so far: a later family that crashes loses nothing
         finally:
             server.stop()
     results["wall_seconds"] = round(time.perf_counter() - began, 1)
     return results
+
+
+def write_json(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore", module=r"temporalio\.deepagents|langchain.*|langgraph.*")
     results = asyncio.run(run(args, argv))
     table = report.markdown(results)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_json(args.out, results)
     print(table)
     if args.update_readme:
         report.update_readme(REPO / "README.md", table)

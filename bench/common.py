@@ -21,7 +21,7 @@ class BenchContext:
     repetitions: int
     """Timed runs per measurement (a warm-up run comes first and is not counted)."""
     max_run_seconds: float
-    """A measurement whose single run is projected to take longer is cut to one repetition, or skipped."""
+    """Budget of one per-turn measurement: repetitions are trimmed to fit it; a run projected past it is skipped."""
     warmup_turns: int
     """Turns of the warm-up run each per-turn session starts with."""
 

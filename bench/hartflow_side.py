@@ -125,6 +125,7 @@ def worker_processes(
             [sys.executable, "-m", "workers.cli", "worker", "--config", str(config_file)],
             env={**env, "PYTHONPATH": str(REPO)},
             stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,  # the SDK core's warnings (slow workflow tasks) would flood the table
             stdin=subprocess.DEVNULL,
             text=True,
             start_new_session=True,
@@ -147,4 +148,9 @@ def worker_processes(
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
         for process in processes:
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                # A worker busy with many runs can outlast its graceful shutdown; it must not outlive the bench.
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=30)

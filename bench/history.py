@@ -35,12 +35,16 @@ def tree_bytes(root: Path) -> int:
     return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
 
 
-def per_turn(history: dict[str, int], turns: int) -> dict[str, float]:
-    row = {
-        "events_per_turn": round(history["events"] / turns, 1),
-        "bytes_per_turn": round(history["bytes"] / turns),
+def per_turn(history: dict[str, Any], turns: int) -> dict[str, Any]:
+    """Per-turn figures of one run; a run that failed is divided by the turns it made, and says why it failed."""
+    made = history.get("turns", turns) if history.get("failure") else turns
+    row: dict[str, Any] = {
+        "events_per_turn": round(history["events"] / max(made, 1), 1),
+        "bytes_per_turn": round(history["bytes"] / max(made, 1)),
         "runs": history["runs"],
     }
+    if history.get("failure"):
+        row["failed"] = f"after {made} turns: {history['failure']}"
     if "external_bytes" in history:
         row["external_bytes_per_turn"] = round(history["external_bytes"] / turns)
     if "storage_bytes" in history:
@@ -48,7 +52,7 @@ def per_turn(history: dict[str, int], turns: int) -> dict[str, float]:
     return row
 
 
-async def run(ctx: BenchContext, sizes: list[int], measured: dict[tuple[str, int], dict[str, int]]) -> dict[str, Any]:
+async def run(ctx: BenchContext, sizes: list[int], measured: dict[tuple[str, int], dict[str, Any]]) -> dict[str, Any]:
     """One run per system and size, unless the per-turn benchmark of this invocation already measured it."""
     from bench.systems import open_session
 
@@ -60,6 +64,6 @@ async def run(ctx: BenchContext, sizes: list[int], measured: dict[tuple[str, int
                 for n in missing:
                     result = await session.run(n)
                     assert result.history is not None
-                    measured[(system, n)] = result.history
+                    measured[(system, n)] = {**result.history, "failure": result.failure}
         rows.extend({"system": system, "n": n, **per_turn(measured[(system, n)], n)} for n in sizes)
     return {"sizes": sizes, "rows": rows}

@@ -3,8 +3,8 @@
 For each system and N: one session, a short warm-up run (not counted), then ``repetitions`` timed runs; the
 reported value is the median run's wall time (client side, start to result) divided by N. A system whose cost
 per turn grows with N (a checkpoint or a history that carries the whole conversation) is projected from its
-last two sizes: when one run would exceed ``max_run_seconds`` the measurement drops to a single run, and is
-skipped (with the projection recorded) when even that would.
+last two sizes: a measurement gets as many repetitions as fit in ``max_run_seconds`` (at least one), and is
+skipped (with the projection recorded) when a single run would exceed it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def projected_run_seconds(previous: list[tuple[int, float]], turns: int) -> floa
 
 
 async def run(
-    ctx: BenchContext, sizes: list[int], systems: list[str], histories: dict[tuple[str, int], dict[str, int]]
+    ctx: BenchContext, sizes: list[int], systems: list[str], histories: dict[tuple[str, int], dict[str, Any]]
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for system in systems:
@@ -40,8 +40,9 @@ async def run(
             projected = projected_run_seconds(previous, n)
             repetitions = ctx.repetitions
             row: dict[str, Any] = {"system": system, "n": n}
-            if projected is not None and projected * repetitions > ctx.max_run_seconds:
-                repetitions = 1
+            if projected is not None:
+                # As many repetitions as fit in the budget, at least one: trim repetitions, never N.
+                repetitions = max(1, min(repetitions, int(ctx.max_run_seconds // max(projected, 1e-9))))
             if projected is not None and projected > ctx.max_run_seconds:
                 rows.append({**row, "skipped": f"projected {projected:.0f} s per run > {ctx.max_run_seconds:.0f} s"})
                 print(f"bench:   {system} N={n}: {rows[-1]['skipped']}", file=sys.stderr, flush=True)
@@ -49,6 +50,13 @@ async def run(
             async with open_session(system, ctx, [ctx.warmup_turns] + [n] * repetitions) as session:
                 await session.run(ctx.warmup_turns)
                 results = [await session.run(n) for _ in range(repetitions)]
+            failed = next((result for result in results if result.failure), None)
+            if failed is not None:
+                if failed.history is not None and system in TEMPORAL_SYSTEMS:
+                    histories[(system, n)] = {**failed.history, "failure": failed.failure}
+                rows.append({**row, "failed": failed.failure})
+                print(f"bench:   {system} N={n}: failed: {failed.failure}", file=sys.stderr, flush=True)
+                continue
             seconds = median([result.seconds for result in results])
             previous.append((n, seconds / n))
             row.update(ms_per_turn=round_ms(seconds / n), runs_ms=[round_ms(r.seconds) for r in results])

@@ -47,6 +47,8 @@ def _cell(row: dict[str, Any] | None) -> str:
         return "–"
     if "skipped" in row:
         return f"skipped ({row['skipped']})"
+    if "failed" in row:
+        return f"failed ({row['failed']})"
     ratio = row.get("ratio_to_floor")
     return f"{row['ms_per_turn']:.1f}" + (f" ({ratio:.2f}×)" if ratio is not None else "")
 
@@ -80,19 +82,22 @@ def markdown(results: dict[str, Any]) -> str:
         for row in history["rows"]:
             external = row.get("external_bytes_per_turn", "–")
             stored = row.get("storage_bytes_per_turn", "–")
+            runs = f"{row['runs']}" + (f" — failed {row['failed']}" if "failed" in row else "")
             parts.append(
                 f"| {row['system']} | {row['n']} | {row['events_per_turn']} | {row['bytes_per_turn']} | "
-                f"{external} | {stored} | {row['runs']} |"
+                f"{external} | {stored} | {runs} |"
             )
     throughput = results.get("throughput")
     if throughput:
         parts.append("\n**Throughput**: hartflow, one `hartflow worker` process, concurrent runs of 5 turns")
-        parts.append("| concurrent runs | runs/min | turn p50 ms | turn p99 ms | worker peak RSS MiB |")
-        parts.append("|---:|---:|---:|---:|---:|")
+        parts.append(
+            "| concurrent runs | runs/min | turn p50 ms | turn p99 ms | worker peak RSS MiB | workflow-task timeouts |"
+        )
+        parts.append("|---:|---:|---:|---:|---:|---:|")
         for row in throughput["rows"]:
             parts.append(
                 f"| {row['concurrency']} | {row['runs_per_minute']} | {row['turn_p50_ms']} | {row['turn_p99_ms']} | "
-                f"{row['worker_peak_rss_mib']} |"
+                f"{row['worker_peak_rss_mib']} | {row.get('workflow_task_timeouts', '–')} |"
             )
     resume = results.get("resume")
     if resume:
@@ -112,7 +117,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"\nMachine: {info['cores']} cores, {info['ram_gib']} GiB RAM, Python {info['python']}, "
         f"load average at start {info['load_average_at_start'][0]}; {version_list}; {info['temporal_cli']}."
     )
-    parts.append(f"Produced by `{results['command']}` in {results['wall_seconds']} s.")
+    commands = " then ".join(f"`{command}`" for command in results["commands"])
+    parts.append(f"Produced by {commands} in {results['wall_seconds']} s.")
     return "\n".join(parts)
 
 

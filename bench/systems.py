@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from temporalio.client import WorkflowFailureError
+
 from bench import hartflow_side
-from bench.common import BenchContext, history_totals, unique
+from bench.common import ACTIVITY_SCHEDULED, BenchContext, history_totals, unique
 from bench.workload import FINAL_ANSWER, PROMPT, ai_messages, responses, write_script
 
 SYSTEMS = ("floor", "hartflow", "deepagents", "langchain-memory", "langchain-sqlite")
@@ -27,6 +29,8 @@ class RunResult:
     seconds: float
     history: dict[str, int] | None = None
     """Events/bytes of the run's whole history (Temporal systems only)."""
+    failure: str | None = None
+    """Why the run did not finish (e.g. the server terminated it); ``history`` then covers the turns it made."""
 
 
 class Session(Protocol):
@@ -90,19 +94,33 @@ class DeepAgentsSession:
     task_queue: str
 
     async def run(self, turns: int) -> RunResult:
-        from bench.deepagents_peer import DeepAgentInput, DeepAgentWorkflow
+        from bench.deepagents_peer import TOOL, DeepAgentInput, DeepAgentWorkflow
 
         workflow_id = unique("deepagents")
         began = time.perf_counter()
         handle = await self.client.start_workflow(
             DeepAgentWorkflow.run, DeepAgentInput(turns, workflow_id), id=workflow_id, task_queue=self.task_queue
         )
-        answer = await handle.result()
+        failure: str | None = None
+        try:
+            answer = await handle.result()
+        except WorkflowFailureError as exc:
+            # Its history carries the whole conversation on every model call, so a long run hits the server's
+            # history size limit and is terminated: a result, recorded with the turns it got through.
+            failure = f"{exc.cause or exc}"
+        else:
+            if answer != FINAL_ANSWER:
+                raise RuntimeError(f"Deep Agents run {workflow_id} answered {answer!r}")
         elapsed = time.perf_counter() - began
-        if answer != FINAL_ANSWER:
-            raise RuntimeError(f"Deep Agents run {workflow_id} answered {answer!r}")
-        histories = [[e async for e in handle.fetch_history_events()]]
-        return RunResult(elapsed, history_totals(histories))
+        events = [e async for e in handle.fetch_history_events()]
+        history = history_totals([events])
+        history["turns"] = sum(
+            1
+            for event in events
+            if event.event_type == ACTIVITY_SCHEDULED
+            and event.activity_task_scheduled_event_attributes.activity_type.name == TOOL
+        )
+        return RunResult(elapsed, history, failure)
 
 
 @dataclass

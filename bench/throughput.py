@@ -2,7 +2,8 @@
 
 Reports runs/minute (all runs started at once, until the last completes), p50/p99 turn latency (from each run's
 history: one turn = one ``model.invoke`` scheduled → the next one scheduled) and the worker's peak RSS
-(``VmHWM`` of the worker process, read from ``/proc`` when the burst is over).
+(``VmHWM`` of the worker process, read from ``/proc`` when the burst is over), and how many workflow tasks timed
+out (a worker that takes on more work than its CPU gets through in the 10 s workflow-task timeout thrashes).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
+
 from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, BenchContext, percentile, round_ms, unique
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
@@ -21,6 +24,7 @@ from workers.worker import connect
 from workflows.contracts import MODEL_INVOKE
 
 TURNS = 5
+WORKFLOW_TASK_TIMED_OUT = EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -60,8 +64,11 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
     if failed:
         raise RuntimeError(f"{len(failed)} of {concurrency} throughput runs did not complete: {failed[0]}")
     latencies: list[float] = []
+    timeouts = 0
     for handle in handles:
-        latencies += turn_latencies(await chain_histories(client, handle.id, handle.result_run_id or ""))
+        histories = await chain_histories(client, handle.id, handle.result_run_id or "")
+        latencies += turn_latencies(histories)
+        timeouts += sum(event.event_type == WORKFLOW_TASK_TIMED_OUT for events in histories for event in events)
     return {
         "concurrency": concurrency,
         "turns_per_run": TURNS,
@@ -69,6 +76,7 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
         "turn_p50_ms": round_ms(percentile(latencies, 50)),
         "turn_p99_ms": round_ms(percentile(latencies, 99)),
         "worker_peak_rss_mib": rss,
+        "workflow_task_timeouts": timeouts,
         "wall_seconds": round(elapsed, 2),
     }
 

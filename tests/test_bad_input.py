@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,8 @@ def _cli_settings(worker: CliWorker) -> dict[str, str]:
         "HARTFLOW_TEMPORAL__TASK_QUEUE": worker.task_queue,
         "HARTFLOW_SANDBOX__ALLOW_HOST_BASH": "true",
         "HARTFLOW_RUN__MODEL_CALL__HEARTBEAT_SECONDS": "2",
+        # No memory extraction after the module's runs: it would write to the home while later tests watch it.
+        "HARTFLOW_RUN__MIDDLEWARES__MEMORY__ENABLED": "false",
     }
 
 
@@ -311,11 +314,9 @@ def test_upload_names_with_dotdot_slash_or_nul_are_refused(
 ) -> None:
     good = tmp_path / "good.txt"
     good.write_text("fine")
-    if "\0" in name or name == "..":
-        bad = str(tmp_path / name)  # cannot exist on disk: refused by its name before the file is looked at
-    else:
-        (tmp_path / name).write_text("bad")
-        bad = str(tmp_path / name)
+    bad = str(tmp_path / name)
+    if "\0" not in name and name != "..":  # those cannot be files: refused by the name before the file is looked at
+        Path(bad).write_text("bad")
     model = write_script(tmp_path, [answer("never")])
     thread_id = unique("t-upload")
     threads = _threads(cli.home)
@@ -422,47 +423,48 @@ def test_replies_that_do_not_answer_the_pending_request_are_refused_without_a_tr
 # -- the same rules for clients other than the CLI ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("payload", "notice"),
-    [
-        (42, "a reply is a string or an object, not int"),
-        (3.5, "a reply is a string or an object, not float"),
-        (None, "a reply is a string or an object, not NoneType"),
-        (True, "a reply is a string or an object, not bool"),
-        (["blue"], "a reply is a string or an object, not list"),
-        ({"answer": 5}, "reply key 'answer' must be a string"),
-        ({"option_id": 2}, "reply key 'option_id' must be a string"),
-        ({"request_id": ["r"], "answer": "blue"}, "reply key 'request_id' must be a string"),
-        ({"fields": "colour=blue"}, "reply key 'fields' must be an object of name → value"),
-        ({"fields": {"colour": "blue"}}, "unknown field(s): colour"),
-        ({"colour": "blue"}, "unknown reply key(s): colour"),
-        ({"request_id": "clarification:other", "answer": "blue"}, "stale request_id 'clarification:other'"),
-        ({"option_id": "option-9"}, "unknown option 'option-9'; offered: option-1, option-2"),
-        ("   ", "the answer is empty"),
-        ({}, "the answer is empty"),
-    ],
-    ids=lambda value: json.dumps(value) if not isinstance(value, str) or value.strip() else "blank",
-)
+MALFORMED_SIGNALS: list[tuple[Any, str]] = [
+    (42, "a reply is a string or an object, not int"),
+    (3.5, "a reply is a string or an object, not float"),
+    (None, "a reply is a string or an object, not NoneType"),
+    (True, "a reply is a string or an object, not bool"),
+    (["blue"], "a reply is a string or an object, not list"),
+    ({"answer": 5}, "reply key 'answer' must be a string"),
+    ({"option_id": 2}, "reply key 'option_id' must be a string"),
+    ({"request_id": ["r"], "answer": "blue"}, "reply key 'request_id' must be a string"),
+    ({"fields": "colour=blue"}, "reply key 'fields' must be an object of name → value"),
+    ({"fields": {"colour": "blue"}}, "unknown field(s): colour"),
+    ({"colour": "blue"}, "unknown reply key(s): colour"),
+    ({"request_id": "clarification:other", "answer": "blue"}, "stale request_id 'clarification:other'"),
+    ({"option_id": "option-9"}, "unknown option 'option-9'; offered: option-1, option-2"),
+    ("   ", "the answer is empty"),
+    ({}, "the answer is empty"),
+]
+
+
 async def test_malformed_signals_are_dropped_with_a_notice_and_the_run_keeps_waiting(
-    client: Client, home: Path, temporal_address: str, payload: Any, notice: str
+    client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address)
     model = write_script(home, [_ask(), answer("Blue it is.")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         assert (await settle(handle)).status == "awaiting_input"
-        await handle.signal("clarification_reply", payload)
-        # A query after the signal is answered by a workflow task that has seen the signal.
-        view = await handle.query("status", result_type=RunView)
-        details = (await handle.query("__temporal_workflow_metadata")).current_details
-        assert view.status == "awaiting_input" and view.pending_input is not None
-        assert f"**Notice:** ignored a clarification_reply signal: {notice}" in details
-        assert "**Waiting for an answer:** Which colour?" in details
+        for payload, notice in MALFORMED_SIGNALS:
+            await handle.signal("clarification_reply", payload)
+            # A query after the signal is answered by a workflow task that has seen the signal.
+            view = await handle.query("status", result_type=RunView)
+            details = (await handle.query("__temporal_workflow_metadata")).current_details
+            assert view.status == "awaiting_input" and view.pending_input is not None, payload
+            assert f"**Notice:** ignored a clarification_reply signal: {notice}" in details, payload
+            assert "**Waiting for an answer:** Which colour?" in details
 
         await handle.signal("clarification_reply", {"option_id": "option-2"})
         final = await handle.result()
         events = await history_events(handle)
     assert final.status == "completed" and final.final_message == "Blue it is."
+    signalled = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED]
+    assert len(signalled) == len(MALFORMED_SIGNALS) + 1
     assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
     assert thread_state(home, final.thread_id)["messages"][-2]["content"] == (
         'For your clarification "Which colour?", my answer is: blue'
@@ -487,40 +489,41 @@ async def test_an_update_with_an_unknown_option_is_rejected_without_a_history_ev
         assert (await handle.result()).status == "completed"
 
 
-@pytest.mark.parametrize(
-    ("overrides", "problem"),
-    [
-        ({"message": "x" * 101}, "the message is 101 characters; the limit is 100 (run.max_message_chars)"),
-        ({"message": " \n "}, "the message is empty"),
-        ({"thread_id": "../etc"}, "invalid thread id '../etc'"),
-        ({"thread_id": "t" * 65}, "invalid thread id"),
-        ({"user_id": "a/b"}, "invalid user id 'a/b'"),
-    ],
-    ids=["oversized", "empty", "dotdot-thread", "long-thread", "slash-user"],
-)
+CLIENT_BAD_INPUTS: list[tuple[dict[str, Any], str]] = [
+    ({"message": "x" * 101}, "the message is 101 characters; the limit is 100 (run.max_message_chars)"),
+    ({"message": " \n "}, "the message is empty"),
+    ({"thread_id": "../etc"}, "invalid thread id '../etc'"),
+    ({"thread_id": "t" * 65}, "invalid thread id"),
+    ({"user_id": "a/b"}, "invalid user id 'a/b'"),
+]
+
+
 async def test_a_run_started_by_another_client_refuses_bad_input_before_writing_anything(
-    client: Client, home: Path, temporal_address: str, overrides: dict[str, Any], problem: str
+    client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address, run={"max_message_chars": 100})
-    run_input = RunInput(
-        thread_id=unique("t-client"), message="hi", model=write_script(home, [answer("never")]), settings=config.run
-    )
-    run_input = replace(run_input, **overrides)
+    model = write_script(home, [answer("never")])
     async with running_worker(client, config):
-        handle = await client.start_workflow(
-            RunWorkflow.run,
-            run_input,
-            id=workflow_id_for(run_input.thread_id),
-            task_queue=config.temporal.task_queue,
-        )
-        with pytest.raises(WorkflowFailureError) as failure:
-            await handle.result()
-        events = await history_events(handle)
-    cause = failure.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "BadInput" and cause.non_retryable
-    assert problem in cause.message
-    assert scheduled_activities(events) == [], "not even the thread state was loaded"
-    assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+        for overrides, problem in CLIENT_BAD_INPUTS:
+            run_input = replace(
+                RunInput(thread_id=unique("t-client"), message="hi", model=model, settings=config.run), **overrides
+            )
+            handle = await client.start_workflow(
+                RunWorkflow.run,
+                run_input,
+                id=workflow_id_for(run_input.thread_id),
+                task_queue=config.temporal.task_queue,
+                # Only a safety net: without the check, a bad id would retry the state load forever.
+                execution_timeout=timedelta(minutes=2),
+            )
+            with pytest.raises(WorkflowFailureError) as failure:
+                await handle.result()
+            events = await history_events(handle)
+            cause = failure.value.cause
+            assert isinstance(cause, ApplicationError) and cause.type == "BadInput" and cause.non_retryable
+            assert problem in cause.message, overrides
+            assert scheduled_activities(events) == [], "not even the thread state was loaded"
+            assert not [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
     assert not (home / "users").exists()
 
 
@@ -562,3 +565,22 @@ async def test_tool_calls_whose_arguments_are_not_a_json_object_are_answered_wit
     transcript = [m["type"] for m in thread_state(home, final.thread_id)["messages"] if m["type"] != "system"]
     assert transcript == ["human", "ai", "tool", "tool", "tool", "tool", "ai"]
     assert [name for name, _ in scheduled_activities(events)].count(MODEL_INVOKE) == 2
+
+
+async def test_invalid_tool_calls_left_by_a_hard_stop_do_not_start_another_turn(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = make_config(home, temporal_address)
+    filtered = {
+        **calls(tool_call("bash", "b1", command="echo hi")),
+        "invalid_tool_calls": [{"name": "bash", "args": "[1]", "id": "bad1", "error": "not an object"}],
+        "response_metadata": {"finish_reason": "content_filter"},
+    }
+    model = write_script(home, [filtered, answer("never asked")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "say hi", model=model)
+        final = await handle.result()
+        events = await history_events(handle)
+    assert final.stop_reason == "safety_capped"
+    assert [name for name, _ in scheduled_activities(events)].count(MODEL_INVOKE) == 1
+    assert not [m for m in thread_state(home, final.thread_id)["messages"] if m["type"] == "tool"]

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from bench.history import per_turn as history_per_turn
+from bench.per_turn import projected_run_seconds
 from bench.report import README_BEGIN, README_END, update_readme
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,7 +50,7 @@ def test_smoke_run_reports_every_benchmark_with_numbers(tmp_path: Path) -> None:
     assert _numbers(throughput, "runs_per_minute", "turn_p50_ms", "turn_p99_ms", "worker_peak_rss_mib")
     assert results["resume"]["samples"] > 0 and _numbers(results["resume"], "p50_ms", "p99_ms")
     assert all(_numbers(row, "heartbeat_timeout_s", "recovery_s") for row in results["recovery"]["rows"])
-    assert results["machine"]["cores"] and results["command"].endswith(f"--smoke --out {out}")
+    assert results["machine"]["cores"] and results["commands"] == [f".venv/bin/python -m bench --smoke --out {out}"]
 
     # The printed table is the one the README gets.
     assert "| N | floor | hartflow | deepagents | langchain-memory | langchain-sqlite |" in process.stdout
@@ -65,3 +67,19 @@ def test_update_readme_rewrites_only_the_marked_block(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="bench:begin"):
         update_readme(unmarked, "| new | table |")
     assert unmarked.read_text() == "no block here\n"
+
+
+def test_projection_extrapolates_growing_per_turn_cost_and_holds_flat_cost() -> None:
+    assert projected_run_seconds([], 500) is None
+    assert projected_run_seconds([(100, 0.02)], 500) == pytest.approx(10.0)  # one size: flat
+    # 0.1 s/turn at N=10, 0.2 s/turn at N=100: +0.1 s per 90 turns, so 0.2 + 400/900 s/turn at N=500.
+    assert projected_run_seconds([(10, 0.1), (100, 0.2)], 500) == pytest.approx((0.2 + 0.1 * 400 / 90) * 500)
+    assert projected_run_seconds([(10, 0.2), (100, 0.1)], 500) == pytest.approx(0.1 * 500)  # shrinking: held
+
+
+def test_a_run_the_server_terminated_is_reported_per_turn_made_with_its_reason() -> None:
+    history = {"events": 6000, "bytes": 52_000_000, "runs": 1, "turns": 400, "failure": "history size exceeds limit"}
+    row = history_per_turn(history, 500)
+    assert row["events_per_turn"] == 15.0 and row["bytes_per_turn"] == 130_000
+    assert row["failed"] == "after 400 turns: history size exceeds limit"
+    assert "failed" not in history_per_turn({**history, "failure": None}, 500)

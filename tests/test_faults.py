@@ -84,7 +84,7 @@ async def _workspace(cluster: Cluster, config: HartflowConfig, thread: str) -> P
     """The thread's pod's ``/mnt/user-data/workspace`` on the test's disk, once the pod runs."""
     pod = pod_name(sandbox_id_for(config.user_id, thread))
     root = await eventually_async(
-        lambda: pod in cluster.kubelet.containers and cluster.kubelet.root_of(pod), timeout=60, what=f"{pod}"
+        lambda: pod in cluster.kubelet.containers and cluster.kubelet.root_of(pod), timeout=60, what=f"pod {pod} to run"
     )
     return Path(root) / "workspace"
 

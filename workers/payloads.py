@@ -24,5 +24,8 @@ def data_converter_for(config: HartflowConfig) -> DataConverter:
 
 
 def client_for(client: Client, config: HartflowConfig) -> Client:
-    """``client``'s connection with ``config``'s converter (no second connection)."""
-    return Client(client.service_client, namespace=client.namespace, data_converter=data_converter_for(config))
+    """``client`` with ``config``'s converter: the same connection, namespace, plugins and interceptors (a
+    time-skipping test server's client keeps skipping time)."""
+    options = client.config()
+    options["data_converter"] = data_converter_for(config)
+    return Client(**options)

@@ -80,7 +80,7 @@ from workflows.prompt import SYSTEM_PROMPT
 from workflows.settings import RunSettings
 from workflows.state import StateUpdate, ThreadState, apply_update
 from workflows.tools import ToolCatalog
-from workflows.transcript import TranscriptCursor
+from workflows.transcript import MessageHasher, TranscriptCursor
 
 WORKFLOW_NAME = "HartflowRun"
 WORKFLOW_ID_PREFIX = "hartflow-"
@@ -191,6 +191,7 @@ class RunWorkflow:
         self._notice: str | None = None
         self._state = ThreadState()
         self._transcript = TranscriptCursor()
+        self._message_hasher = MessageHasher()
         self._continue_as_new_requested = False
         self._running_subagents: dict[str, str] = {}
         """Subagents this run is waiting for: child workflow id → task description (current details)."""
@@ -309,11 +310,14 @@ class RunWorkflow:
 
             ai = _last_ai_message(self._state)
             calls = list(ai.tool_calls) if ai is not None else []
-            if ai is not None and ai.invalid_tool_calls and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
+            # A stop reason means a hard stop (LoopDetection, SafetyFinishReason) cleared this turn's calls so the
+            # run ends on it: invalid calls they leave behind must not start another turn.
+            invalid = list(ai.invalid_tool_calls) if ai is not None and not ctx.stop_reason else []
+            if invalid and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
                 # DeerFlow leaves such calls dangling until the next model request patches them, so a turn of
                 # only invalid calls ends the run on a broken answer. Answering them with the same error text
                 # lets the model see what was wrong and try again in this run (recursion_limit still bounds it).
-                self._apply({"messages": [self._invalid_call_result(call) for call in ai.invalid_tool_calls]})
+                self._apply({"messages": [self._invalid_call_result(call) for call in invalid]})
                 if not calls:
                     continue
             if not calls:
@@ -354,7 +358,7 @@ class RunWorkflow:
         llm = ctx.settings.middlewares.llm_error_handling
         ctx.emit("model_call", turn=ctx.turn)
         # The messages go by reference: only those the previous request did not carry travel in history.
-        transcript, cursor = self._transcript.reference(ctx.thread, request.messages)
+        transcript, cursor = self._transcript.reference(ctx.thread, request.messages, self._message_hasher)
         message = await ctx.call(
             MODEL_INVOKE,
             ModelCallInput(

@@ -43,6 +43,34 @@ def manifest_text(ids: Sequence[str]) -> str:
     return "\n".join(ids)
 
 
+class MessageHasher:
+    """Message ids by object identity, so a turn hashes only the messages it has not seen.
+
+    Workflow code never changes a message in place — every change is a new message through the reducers or a
+    request overlay — so a message object keeps the id it was hashed to. Entries for messages that left the list
+    are dropped at each call. Per workflow run (not carried across continue-as-new): the first turn of a run
+    hashes everything once."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[BaseMessage, str]] = {}
+
+    def hash(self, messages: Sequence[BaseMessage]) -> tuple[list[str], dict[str, str]]:
+        """The ids of ``messages``, and the canonical JSON of those hashed just now, by id."""
+        seen: dict[int, tuple[BaseMessage, str]] = {}
+        ids: list[str] = []
+        bodies: dict[str, str] = {}
+        for message in messages:
+            entry = self._seen.get(id(message))
+            if entry is None or entry[0] is not message:
+                body = canonical_json(message)
+                entry = (message, sha256_hex(body))
+                bodies[entry[1]] = body
+            seen[id(message)] = entry
+            ids.append(entry[1])
+        self._seen = seen
+        return ids, bodies
+
+
 @dataclass
 class TranscriptCursor:
     """The last message list a run chain sent to the model, as ids; carried across continue-as-new."""
@@ -50,16 +78,12 @@ class TranscriptCursor:
     manifest: str | None = None
     ids: list[str] = field(default_factory=list)
 
-    def reference(self, thread: ThreadRef, messages: Sequence[BaseMessage]) -> tuple[TranscriptRef, TranscriptCursor]:
+    def reference(
+        self, thread: ThreadRef, messages: Sequence[BaseMessage], hasher: MessageHasher | None = None
+    ) -> tuple[TranscriptRef, TranscriptCursor]:
         """The reference for sending ``messages`` next, and the cursor to keep once that call succeeded (a
         failed call may not have stored its manifest, so the caller keeps the old cursor then)."""
-        bodies_by_id: dict[str, str] = {}
-        ids: list[str] = []
-        for message in messages:
-            body = canonical_json(message)
-            message_id = sha256_hex(body)
-            ids.append(message_id)
-            bodies_by_id.setdefault(message_id, body)
+        ids, bodies = (hasher or MessageHasher()).hash(messages)
         keep = 0
         if self.manifest is not None:
             limit = min(len(ids), len(self.ids))
@@ -67,13 +91,17 @@ class TranscriptCursor:
                 keep += 1
         known = set(self.ids)
         append = ids[keep:]
-        digest = manifest_id(ids)
+        needed = [message_id for message_id in dict.fromkeys(append) if message_id not in known]
+        if any(message_id not in bodies for message_id in needed):
+            # Hashed on an earlier turn whose call failed (so the store may lack it): serialise it again.
+            for message, message_id in zip(messages, ids, strict=True):
+                bodies.setdefault(message_id, canonical_json(message))
         reference = TranscriptRef(
             thread=thread,
             base=self.manifest if keep else None,
             keep=keep,
             append=append,
-            bodies={i: bodies_by_id[i] for i in dict.fromkeys(append) if i not in known},
-            digest=digest,
+            bodies={message_id: bodies[message_id] for message_id in needed},
+            digest=manifest_id(ids),
         )
-        return reference, TranscriptCursor(digest, ids)
+        return reference, TranscriptCursor(reference.digest, ids)

@@ -102,7 +102,6 @@ class FilesystemObjectStore(ObjectStore):
                         continue
         yield from sorted(found, key=lambda info: info.key)
 
-
     def list_children(self, prefix: str) -> builtins.list[str]:
         directory = self.path(prefix.rstrip("/")) if prefix.strip("/") else self.root
         try:

@@ -162,10 +162,12 @@ def external_storage(store: ObjectStore, threshold: int = DEFAULT_PAYLOAD_THRESH
 
 
 def thread_payload_keys(store: ObjectStore, workflow_id: str, namespace: str = "default") -> Iterator[str]:
-    """Every external payload key (``payloads/…``) stored for runs of the workflow ``workflow_id`` (a thread's
-    runs are ``hartflow-{thread}``), for deleting a thread. It lists the namespace's payloads: the key names the
-    workflow type before the workflow id, so no narrower prefix covers every run of a thread."""
-    marker = f"/wi/{_encode_segment(workflow_id)}/"
+    """Every external payload key (``payloads/…``) stored for the runs of workflow ``workflow_id`` (a thread's
+    runs are ``hartflow-{thread}``) and of its subagents (child workflows ``{parent}-task-{call}``, see
+    ``workflows/delegation.child_workflow_id``), for deleting a thread. It lists the namespace's payloads: keys
+    name the workflow type before the workflow id, so no narrower prefix covers every run of a thread."""
+    run = f"/wi/{_encode_segment(workflow_id)}/"
+    child = f"/wi/{_encode_segment(workflow_id + '-task-')}"
     for info in store.list(f"{PAYLOAD_PREFIX}v0/ns/{_encode_segment(namespace)}/"):
-        if marker in info.key:
+        if run in info.key or child in info.key:
             yield info.key
