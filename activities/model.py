@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
 from activities.models.scripted import ScriptError, ScriptExhaustedError
-from activities.storage import ObjectStore
+from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
 from activities.transcripts import TranscriptError, TranscriptStore
 from workflows.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
@@ -114,7 +114,11 @@ class ModelActivities:
             raise ApplicationError("this worker has no blob store for transcript references", non_retryable=True)
         try:
             # Heartbeating: a first request on a long thread may write thousands of message blobs.
-            resolving = asyncio.to_thread(self._transcripts.resolve, input.transcript)
+            # A storage outage is waited out here: a failed attempt would spend the model's retry budget.
+            transcripts, ref = self._transcripts, input.transcript
+            resolving = asyncio.to_thread(
+                wait_out_outage, lambda: transcripts.resolve(ref), what="reading the request's messages"
+            )
             return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc

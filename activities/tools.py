@@ -19,6 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from activities.storage import wait_out_outage
 from activities.thread_files import ThreadFiles
 from activities.tracing import record_tool_output, tool_span
 from workflows.contracts import (
@@ -341,11 +342,13 @@ class ToolActivities:
         """Run ``call`` on an up-to-date working copy and store what it changed, also when it failed."""
         if self._working_copy is None:
             return call(sandbox)
-        self._working_copy.pull(thread)
+        working_copy = self._working_copy
+        working_copy.pull(thread)
         try:
             return call(sandbox)
         finally:
-            self._working_copy.push(thread)
+            # Once the tool has run, failing the activity would run it again: wait storage out instead.
+            wait_out_outage(lambda: working_copy.push(thread), what="storing the tool's file changes")
 
     async def _in_thread(self, work: Callable[[], T]) -> T:
         """Run blocking sandbox work off the event loop, heartbeating so a dead worker is noticed quickly

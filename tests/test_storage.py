@@ -373,3 +373,80 @@ def _unreachable(config: HartflowConfig) -> bool:
 
 async def _at_least(value: Callable[[], Awaitable[int]], minimum: int) -> bool:
     return await value() >= minimum
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, text: str) -> bool:
+    return any(text in record.getMessage() for record in caplog.records)
+
+
+async def test_s3_down_across_a_tool_call_and_the_next_model_call_waits_without_rerunning_or_spending_retries(
+    client: Client, home: Path, temporal_address: str, s3_server: S3Server, s3_storage: dict[str, Any],
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Once a tool has run, its file changes wait for storage (failing would run the tool again); the next model
+    call waits for its messages' blobs (failing would spend the model's retry budget)."""
+    caplog.set_level("WARNING", logger="activities.storage")
+    config = make_config(home, temporal_address, storage=s3_storage)
+    thread = unique("outage-tool")
+    gate, runs = tmp_path / "tool-may-finish", tmp_path / "tool-runs"
+    command = (
+        f"echo run >> {runs}; while [ ! -f {gate} ]; do sleep 0.05; done; "
+        "echo made > /mnt/user-data/outputs/made.txt"
+    )
+    model = write_script(tmp_path, [calls(tool_call("bash", command=command)), answer("Made it.")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "make a file", model=model, thread_id=thread)
+        await _until(lambda: asyncio.to_thread(runs.exists))
+        s3_server.stop()
+        try:
+            gate.touch()
+            await _until(lambda: _logged(caplog, "storing the tool's file changes: storage unavailable"))
+            # The gate stays open: the tool is finished; what waits now is its push (and then the model call).
+        finally:
+            s3_server.start()
+        view = await settle(handle)
+    assert view.status == "completed" and view.final_message == "Made it."
+    assert runs.read_text().splitlines() == ["run"]  # the tool ran exactly once
+    events = [e async for e in handle.fetch_history_events()]
+    attempts = _started_attempts(events)
+    assert attempts and set(attempts) == {1}, attempts  # nothing was retried: the outage was waited out in place
+    objects = open_object_store(config)
+    assert objects.get(f"users/default/threads/{thread}/user-data/outputs/made.txt") == b"made\n"
+
+
+async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_instead_of_failing(
+    client: Client, home: Path, temporal_address: str, s3_server: S3Server, s3_storage: dict[str, Any],
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    caplog.set_level("WARNING", logger="activities.storage")
+    config = make_config(home, temporal_address, storage=s3_storage)
+    thread = unique("outage-model")
+    model = write_script(tmp_path, [_ask("Which region?"), answer("Deploying to eu-west.")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "deploy it", model=model, thread_id=thread)
+        assert (await settle(handle)).status == "awaiting_input"
+        s3_server.stop()
+        try:
+            await handle.signal("clarification_reply", "eu-west")
+            await _until(lambda: _logged(caplog, "reading the request's messages: storage unavailable"))
+        finally:
+            s3_server.start()
+        view = await settle(handle)
+    assert view.status == "completed" and view.final_message == "Deploying to eu-west."
+    events = [e async for e in handle.fetch_history_events()]
+    assert _started_attempts(events, "model.invoke") == [1, 1]  # no model attempt was spent on the outage
+
+
+def _started_attempts(events: list[Any], activity_type: str | None = None) -> list[int]:
+    """The attempt number of every started activity (of ``activity_type``, when given), in history order."""
+    types = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    }
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in events
+        if e.HasField("activity_task_started_event_attributes")
+        and activity_type in (None, types[e.activity_task_started_event_attributes.scheduled_event_id])
+    ]

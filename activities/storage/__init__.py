@@ -14,12 +14,21 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from temporalio.exceptions import ApplicationError
+
+OUTAGE_MAX_WAIT_SECONDS = 120.0
+"""How long :func:`wait_out_outage` waits for storage to come back before the activity fails."""
+
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 
 class StorageError(Exception):
@@ -104,6 +113,34 @@ def activity_errors() -> Iterator[None]:
         yield
     except StorageConfigError as exc:
         raise ApplicationError(str(exc), type="StorageConfigError", non_retryable=True) from exc
+
+
+def wait_out_outage(
+    operation: Callable[[], T],
+    *,
+    what: str,
+    max_wait: float = OUTAGE_MAX_WAIT_SECONDS,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Run a blocking storage ``operation``, retrying :class:`StorageError` (never a config error) with backoff
+    for up to ``max_wait`` seconds, then letting the last error through.
+
+    For the places where failing the activity costs more than waiting: after a tool ran (a retried activity
+    would run the tool again) and before a model call (a failed attempt spends the model's retry budget). The
+    caller heartbeats meanwhile, so a dead worker is still noticed."""
+    delay, waited = 1.0, 0.0
+    while True:
+        try:
+            return operation()
+        except StorageConfigError:
+            raise
+        except StorageError as exc:
+            if waited + delay > max_wait:
+                raise
+            _log.warning("%s: storage unavailable (%s); retrying in %.0f s", what, exc, delay)
+            sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 15.0)
 
 
 def validate_key(key: str) -> str:
