@@ -30,6 +30,7 @@ from workflows.transcript import manifest_id, manifest_text, sha256_hex
 __all__ = ["TranscriptError", "TranscriptStore", "thread_blob_prefix"]
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+_PARSED_MESSAGES = 20_000
 _WRITERS = 16
 
 
@@ -71,12 +72,36 @@ class _LruBytes:
                 self._size -= len(evicted)
 
 
+class _LruMessages:
+    """Thread-safe LRU of parsed messages by key, bounded by count."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._items: OrderedDict[str, BaseMessage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> BaseMessage | None:
+        with self._lock:
+            message = self._items.get(key)
+            if message is not None:
+                self._items.move_to_end(key)
+            return message
+
+    def put(self, key: str, message: BaseMessage) -> None:
+        with self._lock:
+            self._items[key] = message
+            self._items.move_to_end(key)
+            while len(self._items) > self._capacity:
+                self._items.popitem(last=False)
+
+
 class TranscriptStore:
     """Blob reads and writes for :class:`TranscriptRef` (sync: the model activity runs it in a thread)."""
 
     def __init__(self, store: ObjectStore, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._store = store
         self._cache = _LruBytes(cache_bytes)
+        self._parsed = _LruMessages(_PARSED_MESSAGES)
         # Cache keys name the store, so two stores in one process (tests, two homes) never share entries.
         self._scope = store.describe() + "|"
         # Long-lived threads, so the S3 store's per-thread clients are built once, not per request.
@@ -97,8 +122,17 @@ class TranscriptStore:
         if manifest_id(ids) != ref.digest:
             raise TranscriptError(f"the referenced messages do not add up to manifest {ref.digest}")
         self._write(f"{prefix}manifest/{ref.digest}.txt", manifest_text(ids))
-        documents = [self._read(f"{prefix}msg/{message_id}.json") for message_id in ids]
-        return list(messages_from_dict([json.loads(document) for document in documents]))
+        return [self._message(prefix, message_id) for message_id in ids]
+
+    def _message(self, prefix: str, message_id: str) -> BaseMessage:
+        """One message, parsed once per process: re-parsing the whole conversation on every turn made a model
+        call's cost grow with the thread. Callers treat the messages as read-only (they are shared)."""
+        key = self._scope + prefix + message_id
+        message = self._parsed.get(key)
+        if message is None:
+            (message,) = messages_from_dict([json.loads(self._read(f"{prefix}msg/{message_id}.json"))])
+            self._parsed.put(key, message)
+        return message
 
     def _manifest(self, prefix: str, digest: str) -> list[str]:
         text = self._read(f"{prefix}manifest/{digest}.txt")

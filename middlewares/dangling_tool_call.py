@@ -64,11 +64,32 @@ INVALID_WRITE_FILE_TEXT = (
 
 
 class DanglingToolCallMiddleware(Middleware):
+    def __init__(self) -> None:
+        # Per-run memory (never exported): the last request that needed no repair. A request that extends it
+        # only needs its new messages checked, which keeps a turn's cost independent of the thread's length.
+        self._well_formed: list[BaseMessage] = []
+
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
-        patched = patch_messages(request.messages)
+        patched = self.repair(request.messages)
         if patched is not None:
             request = request.override(messages=patched)
         return await handler(request)
+
+    def repair(self, messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:
+        """:func:`patch_messages`, checking only what was appended to the last well-formed request.
+
+        Sound because a well-formed prefix answers each of its calls with its own first matching result, so
+        appending a suffix that is well-formed on its own (valid ids, each call answered right after it, no
+        orphan) cannot change any pairing; anything else takes the full pass."""
+        known = self._well_formed
+        extends_known = bool(known) and len(messages) >= len(known) and all(
+            previous is current for previous, current in zip(known, messages, strict=False)
+        )
+        suffix_only = extends_known and patch_messages(messages[len(known) :]) is None
+        patched = None if suffix_only else patch_messages(messages)
+        if patched is None:
+            self._well_formed = list(messages)
+        return patched
 
 
 def patch_messages(messages: Sequence[BaseMessage]) -> list[BaseMessage] | None:

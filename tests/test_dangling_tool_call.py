@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from temporalio.client import Client
 
@@ -414,3 +416,27 @@ async def test_a_dangling_call_is_repaired_in_the_request_only(
     state = thread_state(home, thread)
     assert not [m for m in state["messages"] if m["type"] == "tool"], "the repair must never reach thread state"
     assert [m["id"] for m in state["messages"][:2]] == ["h-1", "ai-1"]
+
+
+_IDS = st.sampled_from(["a", "b", "c", ""])
+_TRANSCRIPT_PART = st.one_of(
+    st.builds(lambda text: HumanMessage(text), st.sampled_from(["hi", "go on"])),
+    st.builds(
+        lambda ids: _ai(*(_call(call_id=i) for i in ids)) if ids else AIMessage("done"),
+        st.lists(_IDS, max_size=2),
+    ),
+    st.builds(lambda i: _result(i), st.sampled_from(["a", "b", "c", "", "z"])),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_TRANSCRIPT_PART, max_size=10), st.data())
+def test_checking_only_what_was_appended_agrees_with_the_full_pass(
+    messages: list[BaseMessage], data: st.DataObject
+) -> None:
+    """The per-run shortcut (only the messages appended to the last well-formed request are checked) repairs
+    exactly what the full pass repairs."""
+    split = data.draw(st.integers(0, len(messages)))
+    middleware = DanglingToolCallMiddleware()
+    middleware.repair(messages[:split])
+    assert middleware.repair(messages) == patch_messages(messages)

@@ -14,13 +14,16 @@ from temporalio.converter import DataConverter
 
 from activities.storage.payloads import external_storage
 from workers.config import HartflowConfig, open_object_store
+from workers.converter import HartflowPayloadConverter
 
 
 def data_converter_for(config: HartflowConfig) -> DataConverter:
     """``pydantic_data_converter`` with payloads of ``storage.payload_threshold_bytes`` or more stored in the
     configured backend (``{home}/payloads/`` or ``s3://{bucket}/{prefix}payloads/``)."""
     storage = external_storage(open_object_store(config), config.storage.payload_threshold_bytes)
-    return dataclasses.replace(pydantic_data_converter, external_storage=storage)
+    return dataclasses.replace(
+        pydantic_data_converter, payload_converter_class=HartflowPayloadConverter, external_storage=storage
+    )
 
 
 def client_for(client: Client, config: HartflowConfig) -> Client:

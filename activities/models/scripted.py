@@ -460,6 +460,11 @@ class ScriptedChatModel(BaseChatModel):
             "attempt": self.attempt,
         }
 
+    def __repr_args__(self) -> Any:
+        # langchain serialises the model (repr included) for its callbacks on every call; the script's
+        # responses in it would make each call cost as much as the whole script.
+        return list(self._identifying_params.items())
+
     def _answer(self, entry: Entry) -> ChatResult:
         if isinstance(entry, ErrorEntry):
             raise entry.error.to_exception()
