@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from temporalio.client import Client  # noqa: E402
+from temporalio.client import Client, WorkflowHistory  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, write_script  # noqa: E402
@@ -69,10 +69,32 @@ async def record(tag: str) -> None:
                     await handle.execute_update("reply", ReplyInput(option_id="option-2"), result_type=RunView)
                 with contextlib.suppress(Exception):
                     await handle.result()
-                history = await handle.fetch_history()
-                path = OUT / f"{tag}-{name}.json"
-                path.write_text(history.to_json(), encoding="utf-8")
-                print(f"wrote {path.relative_to(REPO)} ({len(history.events)} events)")
+                _write(f"{tag}-{name}", await handle.fetch_history())
+
+        # A lead that delegates to a subagent: the parent's history and the child workflow's own.
+        child_model = write_script(home, [answer("found it")], name="child.json")
+        delegating = make_config(
+            home, server.address, run={"subagent_enabled": True, "subagents": {"model": child_model}}
+        )
+        task = tool_call("task", "t1", description="job t1", prompt="look into it", subagent_type="general-purpose")
+        parent_model = write_script(home, [calls(task), answer("done")], name="parent.json")
+        async with running_worker(client, delegating):
+            handle = await start_run(client, delegating, "scenario subagent", model=parent_model)
+            await handle.result()
+            history = await handle.fetch_history()
+            _write(f"{tag}-subagent-parent", history)
+            (child,) = [
+                e.child_workflow_execution_started_event_attributes.workflow_execution.workflow_id
+                for e in history.events
+                if e.HasField("child_workflow_execution_started_event_attributes")
+            ]
+            _write(f"{tag}-subagent-child", await client.get_workflow_handle(child).fetch_history())
+
+
+def _write(name: str, history: WorkflowHistory) -> None:
+    path = OUT / f"{name}.json"
+    path.write_text(history.to_json(), encoding="utf-8")
+    print(f"wrote {path.relative_to(REPO)} ({len(history.events)} events)")
 
 
 def main() -> None:

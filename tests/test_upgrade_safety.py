@@ -33,7 +33,10 @@ RUN_HISTORIES = [
 
 
 def _history(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(path.stem, path.read_text(encoding="utf-8"))
+    raw = path.read_text(encoding="utf-8")
+    # The recorded id, when the history has it: a subagent's child workflow id derives from its parent's.
+    started = json.loads(raw)["events"][0]["workflowExecutionStartedEventAttributes"]
+    return WorkflowHistory.from_json(started.get("workflowId") or path.stem, raw)
 
 
 def _replayer(workflow: type) -> Replayer:
