@@ -1,0 +1,75 @@
+"""Workflow code (``workflows/`` and ``middlewares/``) stays deterministic and free of I/O.
+
+The worker passes these packages through the workflow sandbox (workers/worker.py explains why), so the sandbox no
+longer stops a wall-clock read or a file open at run time. This test stops them at review time instead: it
+walks the source and refuses the calls and imports that would make a replay diverge. Activities do the I/O.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW_SOURCES = sorted([*(REPO / "workflows").rglob("*.py"), *(REPO / "middlewares").rglob("*.py")])
+
+FORBIDDEN_IMPORTS = {
+    "activities", "workers", "boto3", "botocore", "requests", "httpx", "aiohttp", "socket", "subprocess",
+    "threading", "multiprocessing", "time", "os", "shutil", "tempfile", "secrets", "urllib", "http", "kubernetes",
+}  # fmt: skip
+"""Modules whose use in workflow code is I/O or nondeterminism (``random`` is allowed for its type only)."""
+
+FORBIDDEN_CALLS = {
+    "datetime.now", "datetime.utcnow", "datetime.today", "date.today", "uuid.uuid1", "uuid.uuid4",
+    "random.random", "random.randint", "random.choice", "random.shuffle", "random.uniform", "random_module.random",
+    "open", "print", "input", "asyncio.sleep", "Path.read_text", "Path.write_text",
+}  # fmt: skip
+"""Wall clock, random ids and numbers, files and the terminal: use ``ctx.now()``, ``ctx.uuid()``,
+``ctx.random()``, ``workflow.sleep``/timers and activities instead."""
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _violations(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        forbidden = [name for name in names if name.split(".")[0] in FORBIDDEN_IMPORTS]
+        found += [f"{path.name}:{node.lineno} imports {name}" for name in forbidden]
+        if isinstance(node, ast.Call):
+            called = _dotted(node.func)
+            if called in FORBIDDEN_CALLS or any(called.endswith("." + name) for name in FORBIDDEN_CALLS if "." in name):
+                found.append(f"{path.name}:{node.lineno} calls {called}")
+    return found
+
+
+@pytest.mark.parametrize("path", WORKFLOW_SOURCES, ids=[str(p.relative_to(REPO)) for p in WORKFLOW_SOURCES])
+def test_workflow_code_has_no_io_or_nondeterminism(path: Path) -> None:
+    assert _violations(path) == []
+
+
+def test_the_check_catches_what_it_is_meant_to_catch(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import time\nfrom datetime import datetime\nfrom activities.tools import X\n"
+        "def f():\n    datetime.now()\n    open('x')\n    return time.time()\n"
+    )
+    assert _violations(bad) == [
+        "bad.py:1 imports time",
+        "bad.py:3 imports activities.tools",
+        "bad.py:5 calls datetime.now",
+        "bad.py:6 calls open",
+    ]
