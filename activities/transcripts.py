@@ -19,7 +19,9 @@ import json
 import posixpath
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Generic, TypeVar
 
 from langchain_core.messages import BaseMessage, messages_from_dict
 
@@ -33,6 +35,8 @@ DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 _PARSED_MESSAGES = 20_000
 _WRITERS = 16
 
+V = TypeVar("V")
+
 
 class TranscriptError(Exception):
     """A reference names a blob the store does not have, or does not match its digest."""
@@ -42,57 +46,37 @@ def thread_blob_prefix(thread: ThreadRef) -> str:
     return f"users/{thread.user_id}/threads/{thread.thread_id}/blobs/"
 
 
-class _LruBytes:
-    """Thread-safe LRU of text by key, bounded by the total size of the values."""
+class _Lru(Generic[V]):
+    """Thread-safe LRU by key, bounded by the total ``weigh`` of its values (text: its length; parsed
+    messages: one each)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, weigh: Callable[[V], int]) -> None:
         self._capacity = capacity
+        self._weigh = weigh
         self._size = 0
-        self._items: OrderedDict[str, str] = OrderedDict()
+        self._items: OrderedDict[str, V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str) -> str | None:
+    def get(self, key: str) -> V | None:
         with self._lock:
             value = self._items.get(key)
             if value is not None:
                 self._items.move_to_end(key)
             return value
 
-    def put(self, key: str, value: str) -> None:
-        if len(value) > self._capacity:
+    def put(self, key: str, value: V) -> None:
+        weight = self._weigh(value)
+        if weight > self._capacity:
             return
         with self._lock:
             previous = self._items.pop(key, None)
             if previous is not None:
-                self._size -= len(previous)
+                self._size -= self._weigh(previous)
             self._items[key] = value
-            self._size += len(value)
+            self._size += weight
             while self._size > self._capacity:
                 _, evicted = self._items.popitem(last=False)
-                self._size -= len(evicted)
-
-
-class _LruMessages:
-    """Thread-safe LRU of parsed messages by key, bounded by count."""
-
-    def __init__(self, capacity: int) -> None:
-        self._capacity = capacity
-        self._items: OrderedDict[str, BaseMessage] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> BaseMessage | None:
-        with self._lock:
-            message = self._items.get(key)
-            if message is not None:
-                self._items.move_to_end(key)
-            return message
-
-    def put(self, key: str, message: BaseMessage) -> None:
-        with self._lock:
-            self._items[key] = message
-            self._items.move_to_end(key)
-            while len(self._items) > self._capacity:
-                self._items.popitem(last=False)
+                self._size -= self._weigh(evicted)
 
 
 class TranscriptStore:
@@ -100,8 +84,8 @@ class TranscriptStore:
 
     def __init__(self, store: ObjectStore, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._store = store
-        self._cache = _LruBytes(cache_bytes)
-        self._parsed = _LruMessages(_PARSED_MESSAGES)
+        self._cache: _Lru[str] = _Lru(cache_bytes, len)
+        self._parsed: _Lru[BaseMessage] = _Lru(_PARSED_MESSAGES, lambda _: 1)
         # Cache keys name the store, so two stores in one process (tests, two homes) never share entries.
         self._scope = store.describe() + "|"
         # Long-lived threads, so the S3 store's per-thread clients are built once, not per request.
