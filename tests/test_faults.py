@@ -42,6 +42,7 @@ from tests.support import (
     write_script,
 )
 from tests.support.faults import (
+    completed_attempts,
     kill_hard,
     private_dev_server,
     time_skipping_environment,
@@ -89,35 +90,6 @@ async def _workspace(cluster: Cluster, config: HartflowConfig, thread: str) -> P
     return Path(root) / "workspace"
 
 
-def _attempts(events: list[Any], activity_type: str) -> list[tuple[str, int, str]]:
-    """(summary, attempt, worker identity) of every ``activity_type`` activity that completed, in order.
-
-    History records one ActivityTaskStarted per activity — the attempt that ended it — so this also says
-    which attempt did the work and on which worker.
-    """
-    scheduled = {
-        event.event_id: summary
-        for event, (name, summary) in zip(
-            [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED],
-            scheduled_activities(events),
-            strict=True,
-        )
-        if name == activity_type
-    }
-    started = {
-        e.event_id: e.activity_task_started_event_attributes
-        for e in events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
-    }
-    result = []
-    for event in events:
-        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
-            continue
-        attributes = event.activity_task_completed_event_attributes
-        if attributes.scheduled_event_id in scheduled:
-            start = started[attributes.started_event_id]
-            result.append((scheduled[attributes.scheduled_event_id], start.attempt, start.identity))
-    return result
 
 
 def _scheduled(events: list[Any], activity_type: str) -> int:
@@ -139,7 +111,7 @@ async def _assert_nothing_lost_or_duplicated(
     assert (workspace / "log").read_text().split().count("first") == 1, "a completed tool call ran again"
     assert _scheduled(events, MODEL_INVOKE) == model_calls, "a model call was lost or made twice"
     assert _scheduled(events, SANDBOX_RELEASE) == 1
-    assert [a for _, a, _ in _attempts(events, SANDBOX_RELEASE)] == [1], "the release completed once, at once"
+    assert [a for _, a, _ in completed_attempts(events, SANDBOX_RELEASE)] == [1], "the release completed once, at once"
     assert len(list(cluster.emulator[kmock.action.DELETE, kmock.resource("v1/pods")])) == 1, "one pod DELETE"
     assert not cluster.names("pods"), "the sandbox pod is gone"
     messages = await _committed_messages(config, thread)
@@ -200,7 +172,8 @@ async def test_worker_killed_during_a_model_call(
     events = await _assert_nothing_lost_or_duplicated(
         handle, cluster, config, workspace, model_calls=2, tool_call_ids=["first"]
     )
-    assert _attempts(events, MODEL_INVOKE)[-1][1:] == (2, SURVIVOR), "the killed call was retried once, elsewhere"
+    retried = completed_attempts(events, MODEL_INVOKE)[-1][1:]
+    assert retried == (2, SURVIVOR), "the killed call was retried once, elsewhere"
 
 
 async def test_worker_killed_during_a_tool_call(
@@ -231,8 +204,8 @@ async def test_worker_killed_during_a_tool_call(
     )
     log = (workspace / "log").read_text().split()
     assert (log.count("slow-start"), log.count("slow-end")) == (2, 1), "the in-flight call ran again, once"
-    assert [a for _, a, _ in _attempts(events, TOOL_EXECUTE)] == [1, 2]
-    assert _attempts(events, TOOL_EXECUTE)[-1][2] == SURVIVOR
+    assert [a for _, a, _ in completed_attempts(events, TOOL_EXECUTE)] == [1, 2]
+    assert completed_attempts(events, TOOL_EXECUTE)[-1][2] == SURVIVOR
 
 
 async def test_worker_killed_during_a_clarification_wait(
@@ -286,7 +259,7 @@ async def test_worker_killed_during_after_agent(
         handle, cluster, config, workspace, model_calls=2, tool_call_ids=["first"]
     )
     assert (workspace / AFTER_AGENT_LOG).read_text().split() == ["done"]
-    *_, after_agent = _attempts(events, TOOL_EXECUTE)
+    *_, after_agent = completed_attempts(events, TOOL_EXECUTE)
     assert after_agent == ("HangingAfterAgent.after_agent · bash", 2, SURVIVOR)
     summaries = [summary for _, summary in scheduled_activities(events)]
     assert summaries.index("Sandbox.after_agent · release") > summaries.index(after_agent[0]), "release came last"
@@ -318,7 +291,7 @@ async def test_temporal_server_killed_and_restarted_during_a_tool_call(tmp_path:
     assert (final.status, final.final_message) == ("completed", "survived")
     log = (workspace / "log").read_text().split()
     assert (log.count("first"), log.count("slow-end")) == (1, 1), "a tool call was lost or ran twice"
-    assert [a for _, a, _ in _attempts(events, TOOL_EXECUTE)] == [1, 1], "no attempt was lost to the outage"
+    assert [a for _, a, _ in completed_attempts(events, TOOL_EXECUTE)] == [1, 1], "no attempt was lost to the outage"
     assert _scheduled(events, MODEL_INVOKE) == 3
 
 
@@ -352,7 +325,7 @@ async def test_model_provider_down_longer_than_the_retry_budget(home: Path) -> N
 
     for view, events in down:
         assert (view.status, view.final_message) == ("error", UNAVAILABLE_TEXT)
-        assert [a for _, a, _ in _attempts(events, MODEL_INVOKE)] == []  # exhausted: no attempt completed
+        assert [a for _, a, _ in completed_attempts(events, MODEL_INVOKE)] == []  # exhausted: no attempt completed
         assert _scheduled(events, MODEL_INVOKE) == 1
         assert breaker_markers(events) == [LLM_BREAKER_CHECK, LLM_BREAKER_REPORT]
     assert (opened.phase, opened.failures) == ("open", 2)
@@ -399,6 +372,6 @@ async def test_two_workers_on_one_task_queue_one_killed(client: Client, home: Pa
         log = (home / "users/default/threads" / thread / "user-data/workspace/log").read_text().split()
         assert log == ["first"], "a completed tool call ran again"
         assert _scheduled(events, MODEL_INVOKE) == 2 and _scheduled(events, TOOL_EXECUTE) == 1
-        *_, (_, attempt, identity) = _attempts(events, MODEL_INVOKE)
+        *_, (_, attempt, identity) = completed_attempts(events, MODEL_INVOKE)
         assert identity == survivor, "the surviving worker finished every run"
         assert attempt == (2 if holder == doomed else 1), "only the killed worker's calls were retried, once"

@@ -32,6 +32,7 @@ from tests.support import (
     unique,
     write_script,
 )
+from tests.support.faults import completed_attempts
 from tests.support.s3server import S3Server
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
@@ -408,7 +409,7 @@ async def test_s3_down_across_a_tool_call_and_the_next_model_call_waits_without_
     assert view.status == "completed" and view.final_message == "Made it."
     assert runs.read_text().splitlines() == ["run"]  # the tool ran exactly once
     events = [e async for e in handle.fetch_history_events()]
-    attempts = _started_attempts(events)
+    attempts = [attempt for _, attempt, _ in completed_attempts(events)]
     assert attempts and set(attempts) == {1}, attempts  # nothing was retried: the outage was waited out in place
     objects = open_object_store(config)
     assert objects.get(f"users/default/threads/{thread}/user-data/outputs/made.txt") == b"made\n"
@@ -434,19 +435,6 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     events = [e async for e in handle.fetch_history_events()]
-    assert _started_attempts(events, "model.invoke") == [1, 1]  # no model attempt was spent on the outage
+    # No model attempt was spent on the outage.
+    assert [attempt for _, attempt, _ in completed_attempts(events, "model.invoke")] == [1, 1]
 
-
-def _started_attempts(events: list[Any], activity_type: str | None = None) -> list[int]:
-    """The attempt number of every started activity (of ``activity_type``, when given), in history order."""
-    types = {
-        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
-        for e in events
-        if e.HasField("activity_task_scheduled_event_attributes")
-    }
-    return [
-        e.activity_task_started_event_attributes.attempt
-        for e in events
-        if e.HasField("activity_task_started_event_attributes")
-        and activity_type in (None, types[e.activity_task_started_event_attributes.scheduled_event_id])
-    ]

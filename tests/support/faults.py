@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from temporalio.api.enums.v1 import IndexedValueType, PendingActivityState
+from temporalio.api.enums.v1 import EventType, IndexedValueType, PendingActivityState
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from tests.support import scheduled_activities
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workflows import search_attributes as sa
@@ -160,3 +161,35 @@ async def wait_for_started_activity(handle: WorkflowHandle[Any, Any], activity_t
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {activity_type} to start in {handle.id}")
         await asyncio.sleep(POLL_SECONDS)
+
+
+def completed_attempts(events: list[Any], activity_type: str | None = None) -> list[tuple[str, int, str]]:
+    """(summary, attempt, worker identity) of every ``activity_type`` activity (any, when ``None``) that completed,
+    in order.
+
+    History records one ActivityTaskStarted per activity — the attempt that ended it — so this also says
+    which attempt did the work and on which worker.
+    """
+    scheduled = {
+        event.event_id: summary
+        for event, (name, summary) in zip(
+            [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED],
+            scheduled_activities(events),
+            strict=True,
+        )
+        if activity_type in (None, name)
+    }
+    started = {
+        e.event_id: e.activity_task_started_event_attributes
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    }
+    result = []
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED:
+            continue
+        attributes = event.activity_task_completed_event_attributes
+        if attributes.scheduled_event_id in scheduled:
+            start = started[attributes.started_event_id]
+            result.append((scheduled[attributes.scheduled_event_id], start.attempt, start.identity))
+    return result
