@@ -345,7 +345,7 @@ async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_i
         # The second model call has stored its request's messages (its transcript manifest) and now waits for the
         # gate: from here on, only the final commit needs storage.
         await _until(lambda: _at_least(manifest_count, requests_so_far + 1))
-        s3_server.stop()
+        await asyncio.to_thread(s3_server.stop)  # off the loop: the in-process worker must keep heartbeating
         try:
             gate.touch()
             # The commit fails and is retried with backoff (1 s, 2 s, 4 s, 8 s): its fifth attempt starts ~15 s
@@ -353,7 +353,7 @@ async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_i
             await _until(lambda: _at_least(lambda: _commit_attempt(handle), 5))
             assert _unreachable(config)
         finally:
-            s3_server.start()
+            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     snapshot = thread_store(config).load(ref)
@@ -398,13 +398,13 @@ async def test_s3_down_across_a_tool_call_and_the_next_model_call_waits_without_
     async with running_worker(client, config):
         handle = await start_run(client, config, "make a file", model=model, thread_id=thread)
         await _until(lambda: asyncio.to_thread(runs.exists))
-        s3_server.stop()
+        await asyncio.to_thread(s3_server.stop)
         try:
             gate.touch()
             await _until(lambda: _logged(caplog, "storing the tool's file changes: storage unavailable"))
             # The gate stays open: the tool is finished; what waits now is its push (and then the model call).
         finally:
-            s3_server.start()
+            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Made it."
     assert runs.read_text().splitlines() == ["run"]  # the tool ran exactly once
@@ -426,12 +426,12 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
     async with running_worker(client, config):
         handle = await start_run(client, config, "deploy it", model=model, thread_id=thread)
         assert (await settle(handle)).status == "awaiting_input"
-        s3_server.stop()
+        await asyncio.to_thread(s3_server.stop)
         try:
             await handle.signal("clarification_reply", "eu-west")
             await _until(lambda: _logged(caplog, "reading the request's messages: storage unavailable"))
         finally:
-            s3_server.start()
+            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     events = [e async for e in handle.fetch_history_events()]

@@ -44,6 +44,7 @@ from activities.uploads import UploadActivities
 from workers import telemetry
 from workers.config import HartflowConfig, open_object_store
 from workers.payloads import data_converter_for
+from workers.query_retry import QueryReplayRetry
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
 from workflows.run import RunWorkflow
@@ -85,6 +86,7 @@ async def connect(config: HartflowConfig, address: str | None = None, *, serve_m
         target,
         namespace=config.temporal.namespace,
         data_converter=data_converter_for(config),
+        interceptors=[QueryReplayRetry()],
         # Workers built from this client inherit its plugins: traces cover the worker's side too.
         plugins=telemetry.client_plugins(config.telemetry),
         runtime=telemetry.runtime(config.telemetry) if serve_metrics else None,
