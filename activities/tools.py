@@ -321,7 +321,9 @@ class ToolActivities:
 
     @activity.defn(name=SANDBOX_RELEASE)
     async def release(self, input: SandboxReleaseInput) -> None:
-        await self._in_thread(lambda: self._provider.release(input.sandbox_id))
+        thread = input.thread
+        sandbox_id = input.sandbox_id or self._provider.sandbox_id_for(thread.user_id, thread.thread_id)
+        await self._in_thread(lambda: self._provider.release(sandbox_id))
 
     def _execute(self, input: ToolCallInput, call: Callable[[Sandbox], str]) -> ToolCallOutput:
         sandbox_id = input.sandbox_id

@@ -11,9 +11,12 @@ Hooks
   write the same id, which the ``sandbox`` reducer accepts; different ids make it raise.
 * ``after_agent`` — releases the state's sandbox id, else ``ctx.sandbox_id``, through the ``sandbox.release``
   activity (side effect). The run calls after_agent in its ``finally`` path, so failed and cancelled runs
-  release too. Releasing is idempotent at both ends: the provider ignores unknown or released ids, and this
-  instance releases an id at most once per run. A subagent's instance (``release=False``) never releases: the
-  subagent shares the lead run's sandbox.
+  release too. A run cancelled during its first sandbox call (or whose first sandbox call failed) never
+  learnt the id, which the tool activity reports only when it returns, though the activity may have created
+  the sandbox (``ctx.sandbox_unreported``): that run releases by thread (``sandbox_id=None``; the provider
+  names the thread's sandbox). Releasing is idempotent at both
+  ends: the provider ignores unknown or released ids, and this instance releases at most once per run. A
+  subagent's instance (``release=False``) never releases: the subagent shares the lead run's sandbox.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from workflows.contracts import (
     SandboxReleaseInput,
 )
 from workflows.state import StateUpdate, ThreadState
+
+RELEASE_BY_THREAD_PATCH = "hartflow-sandbox-release-by-thread"
+"""Runs from before it end without a release when the first sandbox call never reported its id."""
 
 _SANDBOX_ACTIVITY_OPTIONS = ActivityOptions(
     start_to_close=timedelta(minutes=5),
@@ -58,7 +64,7 @@ class SandboxMiddleware(Middleware):
         self.config = config or SandboxConfig()
         self.release = release
         """False in subagents: they work in the lead run's sandbox, which the lead releases when it ends."""
-        self._released: str | None = None
+        self._released = False
 
     async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         if self.config.lazy_init or state_sandbox_id(state) is not None:
@@ -82,17 +88,23 @@ class SandboxMiddleware(Middleware):
         return persist_sandbox_id(result, sandbox_id)
 
     async def after_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        if not self.release or self._released:
+            return None
         sandbox_id = state_sandbox_id(state) or ctx.sandbox_id
-        if not self.release or sandbox_id is None or sandbox_id == self._released:
+        if sandbox_id is not None:
+            summary = "Sandbox.after_agent · release"
+        elif ctx.sandbox_unreported and ctx.patched(RELEASE_BY_THREAD_PATCH):
+            summary = "Sandbox.after_agent · release (by thread)"
+        else:
             return None
         await ctx.call(
             SANDBOX_RELEASE,
             SandboxReleaseInput(ctx.thread, sandbox_id),
             result_type=type(None),
-            summary="Sandbox.after_agent · release",
+            summary=summary,
             options=_SANDBOX_ACTIVITY_OPTIONS,
         )
-        self._released = sandbox_id
+        self._released = True
         return None
 
 

@@ -4,7 +4,7 @@ Run this whenever a workflow change is *released* (not for every change): it cap
 current code look like. Older histories stay in tests/histories/ so CI proves new code still replays them;
 a change that cannot replay an old history needs `workflow.patched(...)` (see the README).
 
-    .venv/bin/python scripts/record_histories.py --tag v2
+    .venv/bin/python scripts/record_histories.py --tag v3
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from temporalio.client import Client, WorkflowHistory  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, write_script  # noqa: E402
+from tests.support.faults import wait_for_file  # noqa: E402
 from workers.devserver import DevServer, DevServerOptions, free_port  # noqa: E402
 from workflows.run import ReplyInput, RunView  # noqa: E402
 
@@ -70,6 +71,19 @@ async def record(tag: str) -> None:
                 with contextlib.suppress(Exception):
                     await handle.result()
                 _write(f"{tag}-{name}", await handle.fetch_history())
+
+        # Cancelled while its first sandbox call runs: after_agent releases by thread (the id never came back).
+        started = home / "first-call-started"
+        first_call = calls(tool_call("bash", "b1", command=f"touch {started}; sleep 3"))
+        async with running_worker(client, config):
+            handle = await start_run(
+                client, config, "scenario cancelled-during-first-tool", model=write_script(home, [first_call])
+            )
+            await wait_for_file(started)
+            await handle.cancel()
+            with contextlib.suppress(Exception):
+                await handle.result()
+            _write(f"{tag}-cancelled-during-first-tool", await handle.fetch_history())
 
         # A lead that delegates to a subagent: the parent's history and the child workflow's own.
         child_model = write_script(home, [answer("found it")], name="child.json")

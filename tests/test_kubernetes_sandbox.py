@@ -46,6 +46,7 @@ from tests.support import (
     history_events,
     make_config,
     running_worker,
+    scheduled_activities,
     settle,
     start_run,
     tool_call,
@@ -55,7 +56,7 @@ from tests.support import (
 from tests.support.faults import kill_hard, worker_process
 from workers.config import HartflowConfig
 from workers.worker import SWEEPER_SCHEDULE_PREFIX, ensure_sweeper_schedule, thread_store
-from workflows.contracts import ThreadRef
+from workflows.contracts import SANDBOX_RELEASE, ThreadRef
 from workflows.run import workflow_id_for
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult
 
@@ -352,11 +353,11 @@ async def test_hartflow_cancel_releases_the_pod(
     await eventually_async(lambda: pod not in cluster.kubelet.containers, what="the pod's process to end")
 
 
-async def test_a_run_cancelled_while_acquiring_leaves_its_pod_to_the_sweeper(
+async def test_a_run_cancelled_during_its_first_sandbox_call_releases_the_pod(
     client: Client, home: Path, temporal_address: str, cluster: Cluster
 ) -> None:
     """Cancelled during its first sandbox call, the run never learnt the sandbox id (the tool activity reports
-    it when it returns), so its compensation has nothing to release: the sweeper's "run closed" rule does it."""
+    it when it returns): its compensation releases the thread's sandbox by thread instead."""
     config = _config(cluster, home, temporal_address)
     thread = unique("thread")
     model = write_script(home, [calls(tool_call("bash", command="touch started; sleep 30")), answer("never")])
@@ -366,17 +367,14 @@ async def test_a_run_cancelled_while_acquiring_leaves_its_pod_to_the_sweeper(
         await _started(cluster, pod, "started")
         await handle.cancel()
         view = await settle(handle)
-        assert view.status == "cancelled" and cluster.exists("pods", pod)
         await eventually_async(lambda: _closed(handle), what="the run to close")
-        sweep = await client.execute_workflow(
-            SandboxSweeperWorkflow.run,
-            SweepInput(max_age_seconds=3600),
-            id=unique("sweep"),
-            task_queue=config.temporal.task_queue,
-            result_type=SweepResult,
-        )
-    assert [(s.pod, s.reason) for s in sweep.deleted] == [(pod, "run closed")]
-    assert _nothing_left(cluster)
+        events = await history_events(handle)
+    assert view.status == "cancelled"
+    assert cluster.creations("pods", pod) == 1
+    assert _pod_requests(cluster, kmock.action.DELETE) == 1
+    assert _nothing_left(cluster)  # after_agent released it before the run closed
+    releases = [summary for name, summary in scheduled_activities(events) if name == SANDBOX_RELEASE]
+    assert releases == ["Sandbox.after_agent · release (by thread)"]
 
 
 async def _closed(handle: Any) -> bool:

@@ -155,6 +155,26 @@ async def test_release_happens_once_per_run() -> None:
     assert len(ctx.calls) == 1
 
 
+@pytest.mark.parametrize("unreported", [True, False])
+async def test_without_an_id_after_agent_releases_by_thread_only_when_an_acquire_went_unreported(
+    unreported: bool,
+) -> None:
+    """A tool activity cancelled (or failed) during the run's first sandbox call may have created the sandbox
+    but never reported its id: the run marks that (``ctx.sandbox_unreported``) and after_agent releases by thread."""
+    ctx = _ctx()
+    ctx.sandbox_unreported = unreported
+    await SandboxMiddleware().after_agent(ThreadState(), ctx)
+    expected = [(SANDBOX_RELEASE, None, "Sandbox.after_agent · release (by thread)")] if unreported else []
+    assert [(name, arg.sandbox_id, summary) for name, arg, summary in ctx.calls] == expected
+
+
+async def test_a_known_id_wins_over_an_unreported_acquire() -> None:
+    ctx = _ctx()
+    ctx.sandbox_unreported = True
+    await SandboxMiddleware().after_agent(_with_sandbox("sb-1"), ctx)
+    assert [(name, arg.sandbox_id) for name, arg, _ in ctx.calls] == [(SANDBOX_RELEASE, "sb-1")]
+
+
 # -- on real runs ----------------------------------------------------------------------------------------
 
 

@@ -226,3 +226,22 @@ async def test_cancelling_the_parent_cancels_its_running_children(
     assert parent.status == WorkflowExecutionStatus.CANCELED
     assert statuses == [WorkflowExecutionStatus.CANCELED] * 3
     assert ("A", "after_agent") in [(e.get("middleware"), e.get("hook")) for e in hooks]
+
+
+async def test_a_sandbox_a_child_acquired_is_released_by_the_lead_run(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """The child shares the thread's sandbox and never releases it; it does not report the id either, so the lead
+    run, which had none, releases by thread."""
+    child_model = write_script(home, [calls(tool_call("bash", command="echo from the child")), answer("ran it")])
+    config = subagent_config(home, temporal_address, child_model)
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "go", model=write_script(home, [calls(task("t1")), answer("ok")]))
+        view = await handle.result()
+        parent = scheduled_activities(await history_events(handle))
+        [child_id] = started_children(await history_events(handle))
+        child = scheduled_activities(await history_events(client.get_workflow_handle(child_id)))
+    assert view.status == "completed"
+    assert ("tool.execute", "tool bash · echo from the child") in child
+    assert [s for name, s in child if name == "sandbox.release"] == []
+    assert [s for name, s in parent if name == "sandbox.release"] == ["Sandbox.after_agent · release (by thread)"]

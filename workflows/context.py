@@ -65,6 +65,10 @@ class RunContext(ABC):
         self.stop_reason: str | None = None
         self.sandbox_id: str | None = None
         """The sandbox a tool of this run acquired (DeerFlow's ``runtime.context["sandbox_id"]``)."""
+        self.sandbox_unreported = False
+        """A sandbox tool activity (or a subagent) started while no sandbox id was known and no id came back: it
+        may have created the thread's sandbox (a tool reports the id only when it returns, a subagent never), so
+        the run releases by thread."""
         self.is_subagent = False
         """This run is a subagent working on a lead run's ``task`` call (``workflows/subagent.py``)."""
         self.call_counts: dict[str, int] = {}
@@ -105,6 +109,11 @@ class RunContext(ABC):
     ) -> T:
         """Run an activity by name and return its result. ``summary`` is what the Web UI shows."""
 
+    def patched(self, patch_id: str) -> bool:
+        """Whether this run takes the new branch of a changed command sequence (``workflow.patched``): true for
+        new runs and for runs whose history took it, false when replaying a history from before the change."""
+        return True
+
     def next_call_index(self, purpose: str) -> int:
         """0-based index of the next model call for ``purpose`` in this run (scripted models key on it)."""
         index = self.call_counts.get(purpose, 0)
@@ -130,6 +139,9 @@ class TemporalRunContext(RunContext):
 
     def random(self) -> random_module.Random:
         return workflow.random()
+
+    def patched(self, patch_id: str) -> bool:
+        return workflow.patched(patch_id)
 
     async def call(
         self,

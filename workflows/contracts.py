@@ -190,7 +190,9 @@ class ToolCallOutput:
 @dataclass
 class SandboxReleaseInput:
     thread: ThreadRef
-    sandbox_id: str
+    sandbox_id: str | None
+    """``None``: the sandbox the worker's provider gives this thread (a run cancelled during its first sandbox
+    call never learnt the id)."""
 
 
 @dataclass

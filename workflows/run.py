@@ -423,6 +423,8 @@ class RunWorkflow:
         ctx.emit("tool_call", tool=name, call_id=call_id, args=preview)
         settings = ctx.settings.tool_call
         sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
+        if sandbox_id is None and request.tool.sandbox:
+            ctx.sandbox_unreported = True  # until an id comes back: a cancellation or failure may leave it so
         output = await ctx.call(
             TOOL_EXECUTE,
             ToolCallInput(ctx.thread, request.tool_call, sandbox_id=sandbox_id, run_key=ctx.workflow_id),
@@ -436,6 +438,7 @@ class RunWorkflow:
         )
         if output.sandbox_id:
             ctx.sandbox_id = output.sandbox_id
+            ctx.sandbox_unreported = False
         ctx.emit("tool_result", tool=name, call_id=call_id, status=output.status)
         return ToolMessage(
             output.content,
@@ -453,6 +456,8 @@ class RunWorkflow:
         ctx = self._ctx
         subagents = ctx.settings.subagents
         sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
+        if sandbox_id is None:
+            ctx.sandbox_unreported = True  # the child may acquire the thread's sandbox; it never reports the id
         try:
             task, prompt, max_turns = subagent_task(
                 request.tool_call, subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id

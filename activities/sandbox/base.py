@@ -113,6 +113,10 @@ class SandboxProvider(ABC):
         """
 
     @abstractmethod
+    def sandbox_id_for(self, user_id: str, thread_id: str) -> str:
+        """The id :meth:`acquire` gives the thread, computed without creating or checking anything."""
+
+    @abstractmethod
     def get(self, sandbox_id: str) -> Sandbox | None:
         """The live sandbox for ``sandbox_id``, or ``None`` when it must be (re-)acquired.
 

@@ -331,6 +331,9 @@ class KubernetesSandboxProvider(SandboxProvider):
             self._remember(sandbox_id, self._wait_ready(sandbox_id), token)
         return sandbox_id
 
+    def sandbox_id_for(self, user_id: str, thread_id: str) -> str:
+        return sandbox_id_for(user_id, thread_id)
+
     def get(self, sandbox_id: str) -> Sandbox | None:
         with self._lock:
             if (cached := self._sandboxes.get(sandbox_id)) is not None:

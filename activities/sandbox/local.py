@@ -413,9 +413,12 @@ class LocalSandboxProvider(SandboxProvider):
         except InvalidIdError as e:
             raise SandboxError(str(e)) from None
         paths.ensure_dirs()
-        sandbox_id = f"local:{user_id}:{thread_id}"
+        sandbox_id = self.sandbox_id_for(user_id, thread_id)
         self._remember(sandbox_id, paths)
         return sandbox_id
+
+    def sandbox_id_for(self, user_id: str, thread_id: str) -> str:
+        return f"local:{user_id}:{thread_id}"
 
     def get(self, sandbox_id: str) -> Sandbox | None:
         with self._lock:
