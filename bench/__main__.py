@@ -54,7 +54,10 @@ SMOKE = Plan([3], [3], 1, [3], 1, 2, [1], 60, 1)
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition (CI)")
-    parser.add_argument("--only", default=",".join(FAMILIES), help=f"comma-separated subset of {','.join(FAMILIES)}")
+    parser.add_argument(
+        "--only",
+        help=f"comma-separated subset of {','.join(FAMILIES)} (with --resume-from: measured again, replacing those)",
+    )
     parser.add_argument("--systems", default=",".join(SYSTEMS), help="per_turn: comma-separated subset of systems")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "latest.json")
     parser.add_argument("--update-readme", action="store_true", help="rewrite README.md's bench block")
@@ -67,7 +70,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="a results JSON of an earlier (interrupted) run: its families are kept and not run again",
     )
     args = parser.parse_args(argv)
-    unknown = set(args.only.split(",")) - set(FAMILIES) | set(args.systems.split(",")) - set(SYSTEMS)
+    unknown = set((args.only or "").split(",")) - {"", *FAMILIES} | set(args.systems.split(",")) - set(SYSTEMS)
     if unknown:
         parser.error(f"unknown benchmark or system: {', '.join(sorted(unknown))}")
     return args
@@ -75,13 +78,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     plan = SMOKE if args.smoke else FULL
-    only = args.only.split(",")
+    only = args.only.split(",") if args.only else list(FAMILIES)
     command = shlex.join([".venv/bin/python", "-m", "bench", *argv])
     results: dict[str, Any] = {"commands": [], "smoke": args.smoke, "machine": report.machine(), "wall_seconds": 0}
     if args.resume_from:
         results = json.loads(args.resume_from.read_text(encoding="utf-8"))
         results.setdefault("commands", [results.pop("command", "(unknown)")])
-        only = [family for family in only if family not in results]
+        if not args.only:  # finishing an interrupted run: what it measured is kept
+            only = [family for family in only if family not in results]
     results["commands"].append(command)
     concurrencies = [int(c) for c in args.concurrency.split(",")] if args.concurrency else plan.concurrencies
     began = time.perf_counter() - float(results.get("wall_seconds", 0))

@@ -1,10 +1,11 @@
 """Per-turn overhead: N-turn runs (one tool call per turn), every system side by side, ms/turn and ratio to floor.
 
-For each system and N: one session, a short warm-up run (not counted), then ``repetitions`` timed runs; the
-reported value is the median run's wall time (client side, start to result) divided by N. A system whose cost
-per turn grows with N (a checkpoint or a history that carries the whole conversation) is projected from its
-last two sizes: a measurement gets as many repetitions as fit in ``max_run_seconds`` (at least one), and is
-skipped (with the projection recorded) when a single run would exceed it.
+For each system and N: one session, a short warm-up run (not counted), then ``repetitions`` timed runs (at
+least nine for N ≤ 10); the reported value is the median run's wall time (client side, start to result)
+divided by N. A system whose cost per turn grows with N (a checkpoint or a history that carries the whole
+conversation) is projected from its last two sizes: a measurement gets as many repetitions as fit in
+``max_run_seconds`` (at least one), and is skipped (with the projection recorded) when a single run would
+exceed it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from typing import Any
 
 from bench.common import BenchContext, median, round_ms
 from bench.systems import SYSTEMS, TEMPORAL_SYSTEMS, hartflow_chain_length, open_session
+
+SHORT_RUN_TURNS = 10
+SHORT_RUN_REPETITIONS = 9
+"""A 10-turn run takes about a second, so one scheduling hiccup moves its per-turn figure by tens of percent;
+short runs are cheap, so they are repeated more often, and the median of nine holds steady."""
 
 
 def projected_run_seconds(previous: list[tuple[int, float]], turns: int) -> float | None:
@@ -39,6 +45,8 @@ async def run(
         for n in sizes:
             projected = projected_run_seconds(previous, n)
             repetitions = ctx.repetitions
+            if n <= SHORT_RUN_TURNS and not ctx.smoke:
+                repetitions = max(repetitions, SHORT_RUN_REPETITIONS)
             row: dict[str, Any] = {"system": system, "n": n}
             if projected is not None:
                 # As many repetitions as fit in the budget, at least one: trim repetitions, never N.
@@ -73,6 +81,7 @@ async def run(
         "sizes": sizes,
         "systems": systems,
         "repetitions": ctx.repetitions,
+        "short_run_repetitions": None if ctx.smoke else max(ctx.repetitions, SHORT_RUN_REPETITIONS),
         "langchain_noop_middlewares": hartflow_chain_length(),
         "rows": rows,
     }

@@ -58,9 +58,11 @@ def markdown(results: dict[str, Any]) -> str:
     per_turn = results.get("per_turn")
     if per_turn:
         systems = per_turn["systems"]
+        short = per_turn.get("short_run_repetitions")
+        runs = f"{per_turn['repetitions']} runs" + (f" ({short} at N = 10)" if short else "")
         parts.append(
-            f"**Per-turn overhead**: ms/turn (ratio to the Temporal floor), median of {per_turn['repetitions']} "
-            f"runs after a warm-up; LangChain with {per_turn['langchain_noop_middlewares']} no-op middlewares."
+            f"**Per-turn overhead**: ms/turn (ratio to the Temporal floor), median of {runs} after a warm-up; "
+            f"LangChain with {per_turn['langchain_noop_middlewares']} no-op middlewares."
         )
         parts.append("| N | " + " | ".join(systems) + " |")
         parts.append("|---:|" + "---:|" * len(systems))
