@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +265,11 @@ async def test_three_quick_runs_are_debounced_into_one_extraction_that_dynamic_c
     prompt = str(extraction.messages[0].content)
     assert all(f"User: {text}" in prompt for text in ("I write Go", "at Acme", "every day"))
     assert len(_scheduled(events, "memory.read")) == 1
+    for store_call in (*_scheduled(events, "memory.read"), *_scheduled(events, "memory.save")):
+        # An S3 outage is waited out (up to an hour), not turned into a lost extraction after a few attempts.
+        attributes = store_call.activity_task_scheduled_event_attributes
+        assert attributes.retry_policy.maximum_attempts == 0
+        assert attributes.schedule_to_close_timeout.ToTimedelta() == timedelta(hours=1)
     assert last_run_closed is not None
     assert _scheduled(events, MODEL_INVOKE)[0].event_time.ToDatetime(last_run_closed.tzinfo) > last_run_closed, (
         "the runs never waited for the extraction"

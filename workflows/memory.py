@@ -44,7 +44,11 @@ SEEN_IDS_KEPT = 100
 """Enough to recognise a retried enqueue; a run's enqueue retries within seconds."""
 
 _STORE_TIMEOUT = timedelta(seconds=30)
-_STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=5)
+_STORE_RETRY = RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30))
+"""Storage outages are waited out, up to ``_STORE_PATIENCE``: giving up on the save would throw away the
+extraction's model call. A wrong storage configuration still fails at once (the activity raises it
+non-retryable)."""
+_STORE_PATIENCE = timedelta(hours=1)
 _MODEL_RETRY = RetryPolicy(initial_interval=timedelta(seconds=2), backoff_coefficient=2.0, maximum_attempts=3)
 
 
@@ -130,6 +134,7 @@ class MemoryWorkflow:
                 result_type=MemoryDocument,
                 summary=f"Memory · read memory of {self._user_id}",
                 start_to_close_timeout=_STORE_TIMEOUT,
+                schedule_to_close_timeout=_STORE_PATIENCE,
                 retry_policy=_STORE_RETRY,
             )
             call_index = self._calls
@@ -164,6 +169,7 @@ class MemoryWorkflow:
                 result_type=type(None),
                 summary=f"Memory · save memory of {self._user_id}",
                 start_to_close_timeout=_STORE_TIMEOUT,
+                schedule_to_close_timeout=_STORE_PATIENCE,
                 retry_policy=_STORE_RETRY,
             )
         except (ActivityError, MemoryUpdateError) as error:
