@@ -1,14 +1,16 @@
 """The Temporal Web UI reads like the pipeline: Playwright drives Debian's Chromium against a dev server with the
 UI, on runs started the way ``hartflow run`` starts them.
 
-Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package; Playwright's own browser download is not used) and
-writes ``docs/webui-paused-run.png``, the README's screenshot of a paused run.
+Needs ``/usr/bin/chromium`` (Debian's ``chromium`` package; Playwright's own browser download is not used). It
+takes a screenshot of a paused run; with ``WEBUI_SCREENSHOT=docs/webui-paused-run.png`` it refreshes the
+README's (otherwise it goes to the test's temporary directory and the tree stays clean).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,7 +27,7 @@ from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
-SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "webui-paused-run.png"
+SCREENSHOT_ENV = "WEBUI_SCREENSHOT"
 # The recipe that works headless on these machines (no GPU, no sandbox namespace, no background traffic).
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -147,7 +149,8 @@ async def test_the_web_ui_shows_summaries_the_paused_filter_and_the_pending_ques
         for option in ("Warm sand", "Sage green", "Deep navy"):
             assert option in details
         assert "Paint the living room" in details  # the static summary, from hartflow run
-        SCREENSHOT.parent.mkdir(exist_ok=True)
-        await page.screenshot(path=str(SCREENSHOT), full_page=True)
+        screenshot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "webui-paused-run.png").resolve()
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        await page.screenshot(path=str(screenshot), full_page=True)
         await page.close()
-    assert SCREENSHOT.read_bytes().startswith(b"\x89PNG")
+    assert screenshot.read_bytes().startswith(b"\x89PNG")
