@@ -63,6 +63,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--update-readme", action="store_true", help="rewrite README.md's bench block")
     parser.add_argument("--repetitions", type=int, help="timed runs per per-turn measurement (default 3; smoke 1)")
     parser.add_argument("--max-run-seconds", type=float, help="cut/skip per-turn runs projected to take longer")
+    parser.add_argument(
+        "--sticky-queue-timeout",
+        type=float,
+        help="throughput, recovery: the hartflow workers' temporal.sticky_queue_timeout_seconds (default: its default)",
+    )
     parser.add_argument("--concurrency", help="throughput: comma-separated concurrent runs (default 50,200; smoke 3)")
     parser.add_argument(
         "--resume-from",
@@ -105,6 +110,7 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
                 repetitions=args.repetitions or plan.repetitions,
                 max_run_seconds=args.max_run_seconds or plan.max_run_seconds,
                 warmup_turns=plan.warmup_turns,
+                sticky_queue_timeout_seconds=args.sticky_queue_timeout,
             )
             histories: dict[tuple[str, int], dict[str, Any]] = {}
             families: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {

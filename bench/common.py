@@ -24,6 +24,8 @@ class BenchContext:
     """Budget of one per-turn measurement: repetitions are trimmed to fit it; a run projected past it is skipped."""
     warmup_turns: int
     """Turns of the warm-up run each per-turn session starts with."""
+    sticky_queue_timeout_seconds: float | None = None
+    """Throughput and recovery: hartflow workers' ``temporal.sticky_queue_timeout_seconds`` (None: the default)."""
 
 
 def unique(prefix: str) -> str:

@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.deepagents.testing import mock_model_provider
 
     from bench.workload import PROMPT
+    from workers.config import TemporalSettings
 
 TOOL = "workspace_ls"
 MODEL_NAME = "bench-scripted"
@@ -71,6 +72,6 @@ def deepagents_worker(client: Client, task_queue: str, workspace: str) -> Worker
         task_queue=task_queue,
         workflows=[DeepAgentWorkflow],
         activities=[workspace_ls],
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=TemporalSettings().sticky_queue_timeout_seconds),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )

@@ -41,13 +41,17 @@ def bench_config(
     *,
     turns: int,
     tool_heartbeat_seconds: int = 30,
+    sticky_queue_timeout_seconds: float | None = None,
     **overrides: Any,
 ) -> HartflowConfig:
     """hartflow's default config (so the full default chain) on ``address``, allowed ``turns`` tool turns."""
+    temporal: dict[str, Any] = {"address": address, "task_queue": task_queue}
+    if sticky_queue_timeout_seconds is not None:
+        temporal["sticky_queue_timeout_seconds"] = sticky_queue_timeout_seconds
     return load_config(
         overrides={
             "storage": {"home": str(home)},
-            "temporal": {"address": address, "task_queue": task_queue},
+            "temporal": temporal,
             "sandbox": {"allow_host_bash": True},
             "run": {
                 "recursion_limit": turns + 10,

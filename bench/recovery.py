@@ -56,7 +56,12 @@ async def measure(ctx: BenchContext, heartbeat_seconds: int) -> dict[str, Any]:
     task_queue = unique("bench-recovery")
     home = ctx.workdir / unique("home")
     config = hartflow_side.bench_config(
-        home, ctx.address, task_queue, turns=1, tool_heartbeat_seconds=heartbeat_seconds
+        home,
+        ctx.address,
+        task_queue,
+        turns=1,
+        tool_heartbeat_seconds=heartbeat_seconds,
+        sticky_queue_timeout_seconds=ctx.sticky_queue_timeout_seconds,
     )
     model = write_script(ctx.workdir, _script(), "recovery")
     client = await connect(config)
@@ -83,6 +88,7 @@ async def measure(ctx: BenchContext, heartbeat_seconds: int) -> dict[str, Any]:
     return {
         "heartbeat_timeout_s": heartbeat_seconds,
         "recovery_s": round((completed - killed_at).total_seconds(), 2),
+        "sticky_queue_timeout_seconds": config.temporal.sticky_queue_timeout_seconds,
     }
 
 

@@ -91,7 +91,10 @@ def markdown(results: dict[str, Any]) -> str:
             )
     throughput = results.get("throughput")
     if throughput:
-        parts.append("\n**Throughput**: hartflow, one `hartflow worker` process, concurrent runs of 5 turns")
+        parts.append(
+            "\n**Throughput**: hartflow, one `hartflow worker` process"
+            f"{_sticky(throughput['rows'])}, concurrent runs of 5 turns"
+        )
         parts.append(
             "| concurrent runs | runs/min | turn p50 ms | turn p99 ms | worker peak RSS MiB | workflow-task timeouts |"
         )
@@ -111,7 +114,8 @@ def markdown(results: dict[str, Any]) -> str:
     if recovery:
         timings = ", ".join(f"{r['heartbeat_timeout_s']} s → {r['recovery_s']} s" for r in recovery["rows"])
         parts.append(
-            f"\n**Recovery** (worker SIGKILLed mid-tool-call → run completed, by heartbeat timeout): {timings}"
+            f"\n**Recovery** (worker SIGKILLed mid-tool-call → run completed, by heartbeat timeout"
+            f"{_sticky(recovery['rows'])}): {timings}"
         )
     info = results["machine"]
     version_list = ", ".join(f"{name} {version}" for name, version in info["versions"].items())
@@ -130,3 +134,9 @@ def update_readme(readme: Path, table: str) -> None:
     if not pattern.search(text):
         raise SystemExit(f"{readme} has no {README_BEGIN} … {README_END} block to rewrite")
     readme.write_text(pattern.sub(lambda _: f"{README_BEGIN}\n{table}\n{README_END}", text), encoding="utf-8")
+
+
+def _sticky(rows: list[dict[str, Any]]) -> str:
+    """The sticky-queue timeout the rows were measured with (older results did not record it)."""
+    values = sorted({row["sticky_queue_timeout_seconds"] for row in rows if "sticky_queue_timeout_seconds" in row})
+    return f"; sticky-queue timeout {', '.join(f'{v:g}' for v in values)} s" if values else ""

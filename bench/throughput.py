@@ -49,7 +49,9 @@ def turn_latencies(histories: list[list[Any]]) -> list[float]:
 async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
     task_queue = unique("bench-throughput")
     home = ctx.workdir / unique("home")
-    config = hartflow_side.bench_config(home, ctx.address, task_queue, turns=TURNS)
+    config = hartflow_side.bench_config(
+        home, ctx.address, task_queue, turns=TURNS, sticky_queue_timeout_seconds=ctx.sticky_queue_timeout_seconds
+    )
     model = write_script(ctx.workdir, responses(TURNS), f"throughput-{TURNS}")
     client = await connect(config)
     with hartflow_side.worker_processes(config, ctx.workdir / f"{task_queue}.yaml") as [worker]:
@@ -71,6 +73,7 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
         timeouts += sum(event.event_type == WORKFLOW_TASK_TIMED_OUT for events in histories for event in events)
     return {
         "concurrency": concurrency,
+        "sticky_queue_timeout_seconds": config.temporal.sticky_queue_timeout_seconds,
         "turns_per_run": TURNS,
         "runs_per_minute": round(concurrency / elapsed * 60, 1),
         "turn_p50_ms": round_ms(percentile(latencies, 50)),

@@ -47,6 +47,14 @@ class TemporalSettings(_Strict):
     build_id: str | None = Field(
         None, description="Worker Deployment versioning: this worker's build id (in k8s the image tag); unset = off"
     )
+    sticky_queue_timeout_seconds: float = Field(
+        10,
+        gt=0,
+        le=600,
+        description="how long a run's next workflow task waits for the worker that holds the run in its cache "
+        "before any worker may take it (replaying the history): lower recovers from a dead worker sooner, higher "
+        "keeps a saturated worker from replaying runs it already holds",
+    )
 
 
 class StorageSettings(_Strict):

@@ -158,8 +158,7 @@ def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | No
         activities=activities(config, objects),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
         workflow_runner=workflow_runner(),
-        # A worker that dies is replaced quickly: its sticky queue is abandoned after 3 s, not 10 s.
-        sticky_queue_schedule_to_start_timeout=timedelta(seconds=3),
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=config.temporal.sticky_queue_timeout_seconds),
         graceful_shutdown_timeout=timedelta(seconds=5),
         deployment_config=deployment_config(config),
         **options,
