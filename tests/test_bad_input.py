@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -42,6 +40,7 @@ from tests.support import (
     unique,
     write_script,
 )
+from tests.support.faults import env_worker_process
 from workers.cli import run_command
 from workflows.contracts import MODEL_INVOKE
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
@@ -63,25 +62,8 @@ def cli_worker(tmp_path_factory: pytest.TempPathFactory, temporal_address: str) 
     home.mkdir()
     worker = CliWorker(home, unique("bad-input"), temporal_address)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
-    env |= _cli_settings(worker) | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "worker"],
-        cwd=home.parent,
-        env=env,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        for line in process.stderr:  # blocks until the worker says it polls (or exits)
-            if "worker polling task queue" in line:
-                break
-        assert process.poll() is None, "the worker process exited"
+    with env_worker_process(env | _cli_settings(worker), home.parent, home.parent / "worker.log"):
         yield worker
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _cli_settings(worker: CliWorker) -> dict[str, str]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support import answer, calls, tool_call, unique, write_script
+from tests.support.faults import env_worker_process
 from workers.cli import run_command
 from workers.devserver import free_port, port_answers
 
@@ -99,23 +100,8 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, home: Path, temporal_address: str) 
     monkeypatch.setenv("HARTFLOW_TEMPORAL__TASK_QUEUE", unique("cli"))
     monkeypatch.setenv("HARTFLOW_SANDBOX__ALLOW_HOST_BASH", "true")
     monkeypatch.chdir(home.parent)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "workers.cli", "worker"],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert worker.stderr is not None
-        for line in worker.stderr:  # blocks until the worker says it polls (or exits)
-            if "worker polling task queue" in line:
-                break
-        assert worker.poll() is None, "the worker process exited"
+    with env_worker_process(dict(os.environ), home.parent, home.parent / "worker.log"):
         yield home
-    finally:
-        worker.terminate()
-        worker.wait(timeout=30)
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -56,14 +56,41 @@ def worker_processes(
     """Several :func:`worker_process` workers on ``config``'s task queue, booted side by side (a worker's
     imports take seconds; booting them one after the other would add those seconds up)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    for config_file in config_files:
+        config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
+    with _polling_workers(
+        [(["--config", str(config_file)], env, config_file.with_suffix(".log")) for config_file in config_files],
+        cwd=None,
+        ready_timeout=ready_timeout,
+    ) as processes:
+        yield processes
+
+
+@contextlib.contextmanager
+def env_worker_process(
+    env: dict[str, str], cwd: Path, log_file: Path, *, ready_timeout: float = 60
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``hartflow worker`` configured the way an operator's shell would: by ``env`` (``HARTFLOW_*``,
+    ``TEMPORAL_ADDRESS``) and the working directory, with no ``--config``. Polling when yielded; stderr goes to
+    ``log_file``."""
+    with _polling_workers([([], env, log_file)], cwd=cwd, ready_timeout=ready_timeout) as [process]:
+        yield process
+
+
+@contextlib.contextmanager
+def _polling_workers(
+    workers: list[tuple[list[str], dict[str, str], Path]], *, cwd: Path | None, ready_timeout: float
+) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Start one ``hartflow worker`` per ``(arguments, environment, log file)``, each in its own process group,
+    and yield once every one polls. Logs go to files, not pipes: a pipe nobody drains would block a chatty
+    worker. On exit a still-running worker gets SIGTERM."""
     started: list[tuple[subprocess.Popen[bytes], Path]] = []
     try:
-        for config_file in config_files:
-            config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
-            log_file = config_file.with_suffix(".log")
+        for arguments, env, log_file in workers:
             with log_file.open("wb") as log:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "workers.cli", "worker", "--config", str(config_file)],
+                    [sys.executable, "-m", "workers.cli", "worker", *arguments],
+                    cwd=cwd,
                     env={**env, "PYTHONPATH": str(REPO)},
                     stdout=subprocess.DEVNULL,
                     stderr=log,
