@@ -186,6 +186,23 @@ async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
         )
 
 
+async def _started_thread(client: Client, thread_id: str) -> tuple[str, Any]:
+    """The thread's workflow id and the description of its latest run; refused when no run was ever started."""
+    workflow_id = workflow_id_for(thread_id)
+    description = await _describe_thread(client, workflow_id)
+    if description is None:
+        raise BadInput(f"unknown thread {thread_id}: no run has been started on it")
+    return workflow_id, description
+
+
+async def _running_run(client: Client, thread_id: str, *, refusal: str) -> tuple[str, WorkflowHandle[Any, Any]]:
+    """The thread's workflow id and a handle on its run, which must be running (else ``refusal``)."""
+    workflow_id, description = await _started_thread(client, thread_id)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        raise BadInput(refusal)
+    return workflow_id, client.get_workflow_handle(workflow_id)
+
+
 async def _describe_thread(client: Client, workflow_id: str) -> Any:
     try:
         return await client.get_workflow_handle(workflow_id).describe()
@@ -327,13 +344,11 @@ async def cmd_reply(args: argparse.Namespace) -> int:
     thread = _thread(config, args.thread)
     answer = ReplyInput(answer=args.answer if args.answer else None, fields=_parse_fields(args.field))
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id = workflow_id_for(thread.thread_id)
-        description = await _describe_thread(stack.client, workflow_id)
-        if description is None:
-            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            raise BadInput(f"no run is waiting on thread {thread.thread_id}: its last run has ended")
-        handle = stack.client.get_workflow_handle(workflow_id)
+        workflow_id, handle = await _running_run(
+            stack.client,
+            thread.thread_id,
+            refusal=f"no run is waiting on thread {thread.thread_id}: its last run has ended",
+        )
         pending = await handle.query("pending_input", result_type=dict[str, Any] | None)
         if pending is None:
             raise BadInput(f"the run on thread {thread.thread_id} is not waiting for input")
@@ -392,10 +407,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     config = _config(args)
     thread = _thread(config, args.thread)
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id = workflow_id_for(thread.thread_id)
-        description = await _describe_thread(stack.client, workflow_id)
-        if description is None:
-            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+        workflow_id, description = await _started_thread(stack.client, thread.thread_id)
         handle = stack.client.get_workflow_handle(workflow_id)
         if description.status == WorkflowExecutionStatus.RUNNING:
             view = await handle.query("status", result_type=RunView)
@@ -471,9 +483,7 @@ async def cmd_events(args: argparse.Namespace) -> int:
     thread = _thread(config, args.thread)
     # Even a finished run answers the stream's queries only through a worker (it replays the run).
     async with Stack(config, ui=False, quiet=True) as stack:
-        workflow_id = workflow_id_for(thread.thread_id)
-        if await _describe_thread(stack.client, workflow_id) is None:
-            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+        workflow_id, _ = await _started_thread(stack.client, thread.thread_id)
         until = None if args.follow else await progress.stream_offset(stack.client, workflow_id)
         await progress.follow(stack.client, workflow_id, progress.json_lines(), offset=args.start, until=until)
     return EXIT_OK
@@ -483,13 +493,9 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
     config = _config(args)
     thread = _thread(config, args.thread)
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id = workflow_id_for(thread.thread_id)
-        description = await _describe_thread(stack.client, workflow_id)
-        if description is None:
-            raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            raise BadInput(f"no active run on thread {thread.thread_id}")
-        handle = stack.client.get_workflow_handle(workflow_id)
+        workflow_id, handle = await _running_run(
+            stack.client, thread.thread_id, refusal=f"no active run on thread {thread.thread_id}"
+        )
         await handle.cancel()
         view = await _closed_view(handle)
         _emit(
