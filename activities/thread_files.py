@@ -13,6 +13,10 @@ Storage keys equal the home-relative layout: ``users/{u}/threads/{t}/user-data/{
   does not re-push everything. Sync is serialised per thread (two tool calls of one turn run in parallel in
   one worker's thread pool).
 
+Names in ``exclude`` (``storage.sync_exclude``: ``node_modules``, ``.venv``…) stay local to each working copy: a
+file under a directory of that name, or of that name itself, is neither pushed nor pulled, and neither side's
+deletion touches it — an excluded tree rebuilt on one worker never deletes another worker's copy.
+
 Activities that need one file, not a working copy (upload listings, images, externalised tool output), use
 ``info``/``read``/``write`` by virtual path, which go straight to storage.
 
@@ -96,9 +100,10 @@ def _checked_relative(relative: str) -> str:
 class ThreadFiles:
     """A thread's user-data on ``store``, with this worker's working copies under ``home``."""
 
-    def __init__(self, store: ObjectStore, home: Path) -> None:
+    def __init__(self, store: ObjectStore, home: Path, *, exclude: frozenset[str] = frozenset()) -> None:
         self.store = store
         self.home = Path(home)
+        self.exclude = exclude
         # Only a filesystem store rooted at the home shares the sandbox's folders; any other store (S3, or a
         # filesystem store elsewhere) needs a working copy.
         self.uses_working_copy = not (
@@ -193,9 +198,12 @@ class ThreadFiles:
             for found in self.store.list(prefix):
                 relative = found.key[len(prefix) :]
                 try:
-                    remote[_checked_relative(relative)] = found
+                    checked = _checked_relative(relative)
                 except PathEscapeError:
                     logger.warning("ignoring stored object %s: not a thread file path", found.key)
+                    continue
+                if not self._excluded(checked):
+                    remote[checked] = found
             stale = [
                 (relative, found)
                 for relative, found in remote.items()
@@ -209,7 +217,7 @@ class ThreadFiles:
                 if downloaded is not None:
                     manifest[relative] = downloaded
                     fetched.append(relative)
-            for relative in [r for r in manifest if r not in remote]:
+            for relative in [r for r in manifest if r not in remote and not self._excluded(r)]:
                 entry = manifest.pop(relative)
                 local = self._user_data(thread) / relative
                 # Deleted in storage by another worker. A local edit not pushed yet wins: push re-creates it.
@@ -231,7 +239,7 @@ class ThreadFiles:
             deleted: list[str] = []
             present: set[str] = set()
             changed: list[tuple[Path, str, os.stat_result]] = []
-            for path, relative in _working_files(user_data):
+            for path, relative in _working_files(user_data, self.exclude):
                 try:
                     stat = path.lstat()
                 except FileNotFoundError:
@@ -248,7 +256,7 @@ class ThreadFiles:
                 else:
                     manifest[relative] = sent
                     uploaded.append(relative)
-            for relative in [r for r in manifest if r not in present]:
+            for relative in [r for r in manifest if r not in present and not self._excluded(r)]:
                 entry = manifest.pop(relative)
                 stored = self.store.head(prefix + relative)
                 if stored is not None and stored.etag == entry.etag:
@@ -258,6 +266,9 @@ class ThreadFiles:
         return SyncReport(uploaded, deleted)
 
     # -- helpers ------------------------------------------------------------------------------------------
+
+    def _excluded(self, relative: str) -> bool:
+        return bool(self.exclude) and not self.exclude.isdisjoint(relative.split("/"))
 
     def _download(self, thread: ThreadRef, relative: str, found: ObjectInfo) -> _Entry | None:
         data = self.store.get(found.key)
@@ -328,13 +339,17 @@ def _unchanged(path: Path, entry: _Entry) -> bool:
     return (entry.mtime_ns, entry.size) == _mtime_size(stat)
 
 
-def _working_files(user_data: Path) -> list[tuple[Path, str]]:
-    """Regular files of the working copy as ``(path, user-data-relative path)``; symlinks are never followed
-    or uploaded, and neither are half-written files (an upload's staging file, a download in progress)."""
+def _working_files(user_data: Path, exclude: frozenset[str]) -> list[tuple[Path, str]]:
+    """Regular files of the working copy as ``(path, user-data-relative path)``, outside excluded names (whose
+    trees are not even walked); symlinks are never followed or uploaded, and neither are half-written files
+    (an upload's staging file, a download in progress)."""
     found = []
     for top in USER_DATA_DIRS:
-        for current, _dirs, files in os.walk(user_data / top):  # os.walk does not descend into symlinked dirs
+        for current, dirs, files in os.walk(user_data / top):  # os.walk does not descend into symlinked dirs
+            dirs[:] = [name for name in dirs if name not in exclude]
             for name in files:
+                if name in exclude:
+                    continue
                 path = Path(current) / name
                 if is_upload_staging_file(name) or name.endswith(_STAGING_SUFFIX) or not path.is_file():
                     continue

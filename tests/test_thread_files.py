@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,40 @@ def test_two_working_copies_stay_in_sync_through_the_bucket(tmp_path: Path, s3_s
     assert (a_data / "uploads/data.csv").read_bytes() == b"x,y\n"
     assert a.pull(thread).transferred == [] and a.push(thread).transferred == []
     assert b.pull(thread).transferred == ["uploads/data.csv"]
+
+
+def test_excluded_names_stay_local_to_each_working_copy(tmp_path: Path, s3_storage: dict[str, Any]) -> None:
+    exclude = frozenset({"node_modules", ".venv"})
+    s3 = S3ObjectStore(make_config(tmp_path, "unused:1", storage=s3_storage).storage.s3)
+    a, b = ThreadFiles(s3, tmp_path / "a", exclude=exclude), ThreadFiles(s3, tmp_path / "b", exclude=exclude)
+    thread = ThreadRef("default", "t-exclude")
+    a_data, b_data = tmp_path / "a" / a.prefix(thread), tmp_path / "b" / b.prefix(thread)
+    for worker, data in (("a", a_data), ("b", b_data)):
+        (data / "workspace/app/node_modules/left-pad").mkdir(parents=True)
+        (data / "workspace/app/node_modules/left-pad/index.js").write_text(f"built on {worker}")
+    (a_data / "workspace/.venv").write_text("a file of an excluded name")
+    (a_data / "workspace/app/main.js").write_text("main")
+
+    assert a.push(thread).transferred == ["workspace/app/main.js"]
+    assert b.pull(thread).transferred == ["workspace/app/main.js"]
+    # A stored object under an excluded name (pushed before the setting, or by another config) is not pulled.
+    s3.put(a.prefix(thread) + "workspace/app/node_modules/stale.js", b"old")
+    assert b.pull(thread).transferred == []
+    # Rebuilding the excluded tree on one worker deletes nothing anywhere else.
+    shutil.rmtree(a_data / "workspace/app/node_modules")
+    assert (a.push(thread).transferred, a.push(thread).deleted) == ([], [])
+    assert b.pull(thread).deleted == []
+    assert (b_data / "workspace/app/node_modules/left-pad/index.js").read_text() == "built on b"
+    assert s3.head(a.prefix(thread) + "workspace/app/node_modules/stale.js") is not None
+
+
+def test_sync_exclude_takes_names_not_paths(tmp_path: Path) -> None:
+    assert make_config(tmp_path, "unused:1", storage={"sync_exclude": ["node_modules"]}).storage.sync_exclude == [
+        "node_modules"
+    ]
+    for bad in ("a/b", "..", ""):
+        with pytest.raises(ValueError, match="not a file or directory name"):
+            make_config(tmp_path, "unused:1", storage={"sync_exclude": [bad]})
 
 
 def test_sync_never_leaves_the_thread_folders(

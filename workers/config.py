@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from activities.sandbox.kubernetes import KubernetesSandboxSettings
 from activities.skills import SkillsSettings
@@ -71,6 +71,19 @@ class StorageSettings(_Strict):
         description="Temporal payloads this big or bigger go to the backend under payloads/ (the claim check); "
         "Temporal rejects 2 MiB payloads and 4 MiB workflow-task messages",
     )
+    sync_exclude: list[str] = Field(
+        default_factory=list,
+        description="with a working copy (s3): file and directory names kept local to each worker, never pushed "
+        "or pulled (node_modules, .venv, __pycache__: rebuildable trees)",
+    )
+
+    @field_validator("sync_exclude")
+    @classmethod
+    def _plain_names(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not name or name in (".", "..") or "/" in name or "\\" in name or "\x00" in name:
+                raise ValueError(f"{name!r} is not a file or directory name (no '/', not '.' or '..')")
+        return names
 
 
 class SandboxSettings(_Strict):

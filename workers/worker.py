@@ -119,7 +119,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     provider = sandbox_provider(config)
     store = ThreadStoreActivities(thread_store(config, objects))
     memory = MemoryActivities(objects)
-    files = ThreadFiles(objects, config.home)
+    files = ThreadFiles(objects, config.home, exclude=frozenset(config.storage.sync_exclude))
     images = ImageActivities(files)
     tools = ToolActivities(provider, files=files)
     return [
