@@ -72,7 +72,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--resume-from",
         type=Path,
-        help="a results JSON of an earlier (interrupted) run: its families are kept and not run again",
+        help="a results JSON of an earlier (interrupted) run: its families are kept and not run again, except "
+        "those named in --only",
     )
     args = parser.parse_args(argv)
     unknown = set((args.only or "").split(",")) - {"", *FAMILIES} | set(args.systems.split(",")) - set(SYSTEMS)

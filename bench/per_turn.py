@@ -40,13 +40,12 @@ async def run(
     ctx: BenchContext, sizes: list[int], systems: list[str], histories: dict[tuple[str, int], dict[str, Any]]
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
+    short_run_repetitions = None if ctx.smoke else max(ctx.repetitions, SHORT_RUN_REPETITIONS)
     for system in systems:
         previous: list[tuple[int, float]] = []
         for n in sizes:
             projected = projected_run_seconds(previous, n)
-            repetitions = ctx.repetitions
-            if n <= SHORT_RUN_TURNS and not ctx.smoke:
-                repetitions = max(repetitions, SHORT_RUN_REPETITIONS)
+            repetitions = short_run_repetitions if short_run_repetitions and n <= SHORT_RUN_TURNS else ctx.repetitions
             row: dict[str, Any] = {"system": system, "n": n}
             if projected is not None:
                 # As many repetitions as fit in the budget, at least one: trim repetitions, never N.
@@ -81,7 +80,7 @@ async def run(
         "sizes": sizes,
         "systems": systems,
         "repetitions": ctx.repetitions,
-        "short_run_repetitions": None if ctx.smoke else max(ctx.repetitions, SHORT_RUN_REPETITIONS),
+        "short_run_repetitions": short_run_repetitions,
         "langchain_noop_middlewares": hartflow_chain_length(),
         "rows": rows,
     }

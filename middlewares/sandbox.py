@@ -14,9 +14,9 @@ Hooks
   release too. A run cancelled during its first sandbox call (or whose first sandbox call failed) never
   learnt the id, which the tool activity reports only when it returns, though the activity may have created
   the sandbox (``ctx.sandbox_unreported``): that run releases by thread (``sandbox_id=None``; the provider
-  names the thread's sandbox). Releasing is idempotent at both
-  ends: the provider ignores unknown or released ids, and this instance releases at most once per run. A
-  subagent's instance (``release=False``) never releases: the subagent shares the lead run's sandbox.
+  names the thread's sandbox). Releasing is idempotent at both ends: the provider ignores unknown or released
+  ids, and this instance releases at most once per run. A subagent's instance (``release=False``) never
+  releases: the subagent shares the lead run's sandbox.
 """
 
 from __future__ import annotations

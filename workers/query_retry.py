@@ -53,8 +53,8 @@ class QueryReplayRetry(Interceptor):
         first_delay: float = FIRST_RETRY_DELAY_SECONDS,
         max_delay: float = MAX_RETRY_DELAY_SECONDS,
     ) -> None:
-        self.attempts = attempts
         self.delays = [min(first_delay * 2**n, max_delay) for n in range(attempts - 1)]
+        """The pause after each failed attempt but the last: one attempt more than pauses."""
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _Outbound(next, self)
@@ -66,8 +66,9 @@ class _Outbound(OutboundInterceptor):
         self._policy = policy
 
     async def query_workflow(self, input: QueryWorkflowInput) -> Any:
-        attempts = self._policy.attempts
-        for attempt, delay in enumerate([*self._policy.delays, None], start=1):
+        delays = self._policy.delays
+        attempts = len(delays) + 1
+        for attempt, delay in enumerate([*delays, None], start=1):
             try:
                 return await super().query_workflow(input)
             except WorkflowQueryFailedError as exc:
