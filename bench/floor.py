@@ -85,3 +85,27 @@ def floor_worker(client: Client, task_queue: str, workspace: str) -> Worker:
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=TemporalSettings().sticky_queue_timeout_seconds),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
+
+
+async def _serve(address: str, task_queue: str, workspace: str) -> None:
+    """Run a floor worker until SIGTERM: the throughput family's floor, in a process of its own like hartflow's."""
+    import asyncio
+    import signal
+
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with floor_worker(client, task_queue, workspace):
+        print("worker polling task queue", task_queue, flush=True)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    import asyncio
+    import sys
+
+    if len(sys.argv) != 4:
+        raise SystemExit("usage: python -m bench.floor ADDRESS TASK_QUEUE WORKSPACE")
+    asyncio.run(_serve(*sys.argv[1:]))

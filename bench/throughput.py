@@ -1,23 +1,33 @@
-"""Throughput: C concurrent hartflow runs (5 turns each) on one ``hartflow worker`` process and the dev server.
+"""Throughput: C concurrent runs (5 turns each) on one worker process and the dev server, hartflow and the floor.
 
 Reports runs/minute (all runs started at once, until the last completes), p50/p99 turn latency (from each run's
 history: one turn = one ``model.invoke`` scheduled → the next one scheduled) and the worker's peak RSS
 (``VmHWM`` of the worker process, read from ``/proc`` when the burst is over), and how many workflow tasks timed
 out (a worker that takes on more work than its CPU gets through in the 10 s workflow-task timeout thrashes).
+The Temporal floor (``bench/floor.py``: one model and one tool activity per turn, nothing else) runs the same
+burst in a worker process of its own, so the ratio says what hartflow's middleware, state and storage cost
+under load.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, BenchContext, percentile, round_ms, unique
+from bench.floor import MODEL_ACTIVITY, FloorInput, FloorWorkflow
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
 from tests.support.history import chain_histories
 from workers.worker import connect
@@ -34,14 +44,14 @@ def peak_rss_mib(pid: int) -> float:
     raise RuntimeError(f"no VmHWM for process {pid}")
 
 
-def turn_latencies(histories: list[list[Any]]) -> list[float]:
-    """Seconds between consecutive ``model.invoke`` schedulings over a run's histories."""
+def turn_latencies(histories: list[list[Any]], model_activity: str = MODEL_INVOKE) -> list[float]:
+    """Seconds between consecutive model-activity schedulings over a run's histories."""
     times = [
         event.event_time.ToDatetime()
         for history in histories
         for event in history
         if event.event_type == ACTIVITY_SCHEDULED
-        and event.activity_task_scheduled_event_attributes.activity_type.name == MODEL_INVOKE
+        and event.activity_task_scheduled_event_attributes.activity_type.name == model_activity
     ]
     return [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
 
@@ -84,5 +94,59 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
     }
 
 
+async def measure_floor(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
+    task_queue = unique("bench-throughput-floor")
+    workspace = ctx.workdir / "workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    client = await Client.connect(ctx.address, data_converter=pydantic_data_converter)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "bench.floor", ctx.address, task_queue, str(workspace)],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert worker.stdout is not None
+        if "worker polling task queue" not in worker.stdout.readline():
+            raise RuntimeError(f"the floor worker exited with {worker.wait()}")
+        threading.Thread(target=worker.stdout.read, daemon=True).start()
+        began = time.perf_counter()
+        handles = await asyncio.gather(
+            *(
+                client.start_workflow(
+                    FloorWorkflow.run, FloorInput(TURNS, unique("run")), id=unique("tp-floor"), task_queue=task_queue
+                )
+                for _ in range(concurrency)
+            )
+        )
+        await asyncio.gather(*(handle.result() for handle in handles))
+        elapsed = time.perf_counter() - began
+        rss = peak_rss_mib(worker.pid)
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    latencies: list[float] = []
+    for handle in handles:
+        histories = await chain_histories(client, handle.id, handle.result_run_id or "")
+        latencies += turn_latencies(histories, MODEL_ACTIVITY)
+    return {
+        "concurrency": concurrency,
+        "turns_per_run": TURNS,
+        "runs_per_minute": round(concurrency / elapsed * 60, 1),
+        "turn_p50_ms": round_ms(percentile(latencies, 50)),
+        "turn_p99_ms": round_ms(percentile(latencies, 99)),
+        "worker_peak_rss_mib": rss,
+        "wall_seconds": round(elapsed, 2),
+    }
+
+
 async def run(ctx: BenchContext, concurrencies: list[int]) -> dict[str, Any]:
-    return {"rows": [await measure(ctx, concurrency) for concurrency in concurrencies]}
+    rows = []
+    for concurrency in concurrencies:
+        row = await measure(ctx, concurrency)
+        floor = await measure_floor(ctx, concurrency)
+        row["floor"] = floor
+        row["ratio_to_floor"] = round(row["runs_per_minute"] / floor["runs_per_minute"], 2)
+        rows.append(row)
+    return {"rows": rows}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -68,6 +69,17 @@ _PROBE_RPC_TIMEOUT = timedelta(seconds=1)
 _LOG_TAIL_LINES = 25
 
 
+AGENT_LATENCY_DYNAMIC_CONFIG: dict[str, int | float | str | bool] = {"history.transferProcessorMaxPollRPS": 1000}
+"""Dynamic config every dev server hartflow starts runs with.
+
+The dev server has one history shard, and that shard reads its queue of pending transfer tasks (among them
+"dispatch this workflow task") at most ``transferProcessorMaxPollRPS`` times a second, 20 by default: every
+workflow task of a sequential run then waits up to 50 ms for the next read, which is most of a turn.
+``python -m bench.server_tuning`` measures the effect (numbers in the README's "Temporal settings for agent
+latency"); the cost of a higher limit is more reads of the transfer queue under load, nothing while idle.
+"""
+
+
 class TemporalCliNotFound(RuntimeError):
     """The ``temporal`` binary is neither in this interpreter's bin directory nor on PATH."""
 
@@ -113,6 +125,11 @@ def free_port() -> int:
         return port
 
 
+def _dynamic_config_literal(value: int | float | str | bool) -> str:
+    """A dynamic-config value as the CLI parses it (YAML scalars: ``true``, ``1000``, ``"text"``)."""
+    return json.dumps(value)
+
+
 def _cli_type_name(key: SearchAttributeKey[Any]) -> str:
     """The CLI's spelling of a search attribute type: KEYWORD_LIST -> KeywordList, INT -> Int."""
     return "".join(part.capitalize() for part in key.indexed_value_type.name.split("_"))
@@ -133,6 +150,10 @@ class DevServerOptions:
     namespace: str = "default"
     register_search_attributes: bool = True
     """False launches a server without hartflow's search attributes, like one hartflow did not start."""
+    dynamic_config: dict[str, int | float | str | bool] = field(
+        default_factory=lambda: dict(AGENT_LATENCY_DYNAMIC_CONFIG)
+    )
+    """``--dynamic-config-value`` settings; the default tunes the server for agent latency (see its constant)."""
     extra_args: list[str] = field(default_factory=list)
 
 
@@ -202,6 +223,8 @@ class DevServer:
         cmd = [cli, "server", "start-dev", "--ip", opts.ip, "--port", str(opts.port)]
         cmd += ["--ui-port", str(self.ui_port)] if self.ui_port is not None else ["--headless"]
         cmd += ["--namespace", opts.namespace, "--log-level", opts.log_level, "--ui-disable-news-fetch"]
+        for name, value in opts.dynamic_config.items():
+            cmd += ["--dynamic-config-value", f"{name}={_dynamic_config_literal(value)}"]
         if opts.register_search_attributes:
             for key in SEARCH_ATTRIBUTES:
                 cmd += ["--search-attribute", f"{key.name}={_cli_type_name(key)}"]
