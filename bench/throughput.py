@@ -20,8 +20,8 @@ from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, BenchContext, percentile, round_ms, unique
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
 from tests.support.history import chain_histories
+from vocabulary.contracts import MODEL_INVOKE
 from workers.worker import connect
-from workflows.contracts import MODEL_INVOKE
 
 TURNS = 5
 WORKFLOW_TASK_TIMED_OUT = EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT
