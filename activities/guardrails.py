@@ -22,7 +22,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from workflows.contracts import GUARDRAIL_EVALUATE, GuardrailDecision, GuardrailEvaluateInput, GuardrailReason
+from vocabulary.contracts import GUARDRAIL_EVALUATE, GuardrailDecision, GuardrailEvaluateInput, GuardrailReason
 
 ERROR_TYPE = "GuardrailProviderError"
 

@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from temporalio import activity
 
 from activities.thread_files import PathEscapeError, ThreadFiles
-from workflows.contracts import (
+from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
     ImageInspectInput,
@@ -31,7 +31,7 @@ from workflows.contracts import (
     ThreadRef,
     ViewedImage,
 )
-from workflows.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX
+from vocabulary.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX
 
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 ALLOWED_ROOTS = tuple(f"{VIRTUAL_PATH_PREFIX}/{name}" for name in USER_DATA_DIRS)

@@ -19,7 +19,7 @@ from datetime import timedelta
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
-from workflows.circuit_breaker import (
+from vocabulary.breaker import (
     ACQUIRE_UPDATE,
     REPORT_SIGNAL,
     STATE_QUERY,
@@ -29,7 +29,7 @@ from workflows.circuit_breaker import (
     ProbeRequest,
     breaker_workflow_id,
 )
-from workflows.contracts import (
+from vocabulary.contracts import (
     LLM_BREAKER_CHECK,
     LLM_BREAKER_REPORT,
     BreakerCheckInput,

@@ -34,7 +34,7 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from workflows.contracts import LlmRetryBudget
+from vocabulary.contracts import LlmRetryBudget
 
 __all__ = [
     "RETRIABLE_STATUS_CODES",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from workflows.contracts import (
+from vocabulary.contracts import (
     MEMORY_ENQUEUE,
     MEMORY_ENQUEUE_SIGNAL,
     MEMORY_WORKFLOW,

@@ -27,7 +27,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.storage import ObjectStore, StorageError, activity_errors
-from workflows.contracts import (
+from vocabulary.contracts import (
     MEMORY_LOAD,
     MEMORY_READ,
     MEMORY_SAVE,
@@ -37,7 +37,7 @@ from workflows.contracts import (
     MemoryReadInput,
     MemorySaveInput,
 )
-from workflows.paths import validate_user_id
+from vocabulary.paths import validate_user_id
 
 MEMORY_FILE = "memory.json"
 _USER_SECTIONS = (("workContext", "Work"), ("personalContext", "Personal"), ("topOfMind", "Current Focus"))

@@ -28,7 +28,7 @@ from activities.models.scripted import ScriptError, ScriptExhaustedError
 from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
 from activities.transcripts import TranscriptError, TranscriptStore
-from workflows.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
+from vocabulary.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 
 __all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
 

@@ -1,4 +1,4 @@
-"""Where a thread's files live on this host: the pure layout (``workflows/paths.py``) rooted at the home.
+"""Where a thread's files live on this host: the pure layout (``vocabulary/paths.py``) rooted at the home.
 
 Layout (DeerFlow's user-scoped layout, rooted at the hartflow home instead of ``.deer-flow``)::
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from workflows.paths import (
+from vocabulary.paths import (
     USER_DATA_DIRS,
     VIRTUAL_PATH_PREFIX,
     InvalidIdError,

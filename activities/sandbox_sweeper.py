@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
-from workflows.contracts import SANDBOX_INVENTORY, SANDBOX_RUN_STATES, RunStates, RunStatesInput, SandboxInventory
+from vocabulary.contracts import SANDBOX_INVENTORY, SANDBOX_RUN_STATES, RunStates, RunStatesInput, SandboxInventory
 
 RunState = Literal["running", "closed", "missing"]
 

@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 
-from workflows.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
+from vocabulary.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
 
 SKILL_FILE = "SKILL.md"
 CATEGORIES: tuple[Literal["public", "custom"], ...] = ("public", "custom")

@@ -7,8 +7,8 @@ from pathlib import Path
 from temporalio import activity
 
 from activities.paths import ThreadPaths
-from workflows.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
-from workflows.paths import user_data_dirs
+from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
+from vocabulary.paths import user_data_dirs
 
 
 class ThreadDataActivities:

@@ -41,8 +41,8 @@ from typing import TypeVar
 
 from activities.storage import ObjectInfo, ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore
-from workflows.contracts import ThreadRef
-from workflows.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, is_upload_staging_file, thread_dir
+from vocabulary.contracts import ThreadRef
+from vocabulary.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, is_upload_staging_file, thread_dir
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

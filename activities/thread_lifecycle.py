@@ -19,8 +19,8 @@ from pathlib import Path
 
 from activities.storage import ObjectStore
 from activities.thread_store import ObjectThreadStore
-from workflows.contracts import ThreadRef
-from workflows.paths import thread_dir, validate_thread_id
+from vocabulary.contracts import ThreadRef
+from vocabulary.paths import thread_dir, validate_thread_id
 
 PAYLOADS_NAMESPACES = "payloads/v0/ns/"
 WORKFLOW_ID_PREFIX = "hartflow-"

@@ -29,7 +29,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.storage import ObjectExistsError, ObjectStore, StorageError, activity_errors
 from activities.storage.filesystem import FilesystemObjectStore
-from workflows.contracts import (
+from vocabulary.contracts import (
     THREAD_COMMIT,
     THREAD_LOAD,
     ThreadCommitInput,
@@ -38,8 +38,8 @@ from workflows.contracts import (
     ThreadRef,
     ThreadSnapshot,
 )
-from workflows.paths import thread_dir
-from workflows.state import ThreadState
+from vocabulary.paths import thread_dir
+from vocabulary.state import ThreadState
 
 KEPT_VERSIONS = 3
 """Versions kept per thread: the newest plus two, so a reader that listed just before a commit still finds its

@@ -13,8 +13,8 @@ from temporalio import activity
 
 from activities.sandbox.base import SandboxError, SandboxProvider
 from activities.thread_files import ThreadFiles
-from workflows.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
-from workflows.paths import VIRTUAL_OUTPUTS_DIR
+from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
+from vocabulary.paths import VIRTUAL_OUTPUTS_DIR
 
 
 class ToolOutputActivities:

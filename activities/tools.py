@@ -22,7 +22,7 @@ from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
 from activities.storage import wait_out_outage
 from activities.thread_files import ThreadFiles
 from activities.tracing import record_tool_output, tool_span
-from workflows.contracts import (
+from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
     TOOL_EXECUTE,

@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, Status, StatusCode
 
-from workflows.contracts import ToolCallOutput
+from vocabulary.contracts import ToolCallOutput
 
 TRACER_NAME = "hartflow.activities"
 

@@ -26,8 +26,8 @@ from typing import Generic, TypeVar
 from langchain_core.messages import BaseMessage, messages_from_dict
 
 from activities.storage import ObjectExistsError, ObjectStore
-from workflows.contracts import ThreadRef, TranscriptRef
-from workflows.transcript import manifest_id, manifest_text, sha256_hex
+from vocabulary.contracts import ThreadRef, TranscriptRef
+from vocabulary.transcript import manifest_id, manifest_text, sha256_hex
 
 __all__ = ["TranscriptError", "TranscriptStore", "thread_blob_prefix"]
 

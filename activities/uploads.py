@@ -18,7 +18,7 @@ from temporalio import activity
 
 from activities.storage import ObjectStore
 from activities.thread_files import PathEscapeError, ThreadFiles
-from workflows.contracts import (
+from vocabulary.contracts import (
     UPLOADS_LIST,
     OutlineEntry,
     ThreadRef,
@@ -26,7 +26,7 @@ from workflows.contracts import (
     UploadsListInput,
     UploadsListResult,
 )
-from workflows.paths import (
+from vocabulary.paths import (
     VIRTUAL_UPLOADS_DIR,
     is_upload_staging_file,
     thread_dir,

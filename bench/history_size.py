@@ -23,9 +23,9 @@ from temporalio.client import Client
 
 from tests.support import calls, make_config, running_worker, start_run, tool_call, write_script
 from tests.support.history import chain_histories, turn_costs
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workers.payloads import client_for
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
 
 
 async def _transcript_sizes(client: Client, runs: list[list[Any]]) -> dict[int, tuple[int, int]]:

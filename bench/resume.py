@@ -15,8 +15,8 @@ from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, ACTIVITY_STARTED, BenchContext, percentile, round_ms, unique
 from bench.workload import FINAL_ANSWER, PROMPT, clarification_responses, write_script
 from tests.support.history import chain_histories
+from vocabulary.contracts import MODEL_INVOKE
 from workers.worker import connect
-from workflows.contracts import MODEL_INVOKE
 
 
 def model_starts(histories: list[list[Any]]) -> list[datetime]:

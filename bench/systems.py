@@ -146,7 +146,7 @@ class LangchainSession:
 def hartflow_chain_length() -> int:
     """How many middlewares hartflow's default lead chain has: the LangChain peer gets as many no-ops."""
     from middlewares.chain import build_lead_chain, describe
-    from workflows.settings import RunSettings
+    from middlewares.run_settings import RunSettings
 
     return len(describe(build_lead_chain(RunSettings())))
 

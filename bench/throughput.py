@@ -30,8 +30,8 @@ from bench.common import ACTIVITY_SCHEDULED, BenchContext, percentile, round_ms,
 from bench.floor import MODEL_ACTIVITY, FloorInput, FloorWorkflow
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
 from tests.support.history import chain_histories
+from vocabulary.contracts import MODEL_INVOKE
 from workers.worker import connect
-from workflows.contracts import MODEL_INVOKE
 
 TURNS = 5
 WORKFLOW_TASK_TIMED_OUT = EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT

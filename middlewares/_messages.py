@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from workflows.messages import message_text
+from vocabulary.messages import message_text
 
 DYNAMIC_CONTEXT_REMINDER_KEY = "dynamic_context_reminder"
 """Set by DynamicContext on its date SystemMessage and its ``__memory`` HumanMessage."""
@@ -55,7 +55,7 @@ def is_genuine_user_message(message: BaseMessage) -> bool:
 
 def is_human_input_response(additional_kwargs: Mapping[str, Any]) -> bool:
     """A well-formed ``human_input_response`` (v1): the structural check of DeerFlow's
-    ``read_human_input_response``, which ``workflows/human_input.py`` produces."""
+    ``read_human_input_response``, which ``vocabulary/human_input.py`` produces."""
     raw = additional_kwargs.get("human_input_response")
     if not isinstance(raw, Mapping) or raw.get("version") != 1 or raw.get("kind") != "human_input_response":
         return False

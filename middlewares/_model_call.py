@@ -1,6 +1,6 @@
 """Auxiliary model calls (title, summarisation, memory extraction): one prompt in, one AIMessage out.
 
-The agent's own call sends its message list by reference (``workflows/transcript.py``); these calls send one
+The agent's own call sends its message list by reference (``vocabulary/transcript.py``); these calls send one
 HumanMessage built from a bounded prompt, inline — past ``storage.payload_threshold_bytes`` the claim check
 moves it out of history like any other large payload. Building the request here keeps the three call sites
 identical in shape, so their activity summaries and options stay exactly what replayed histories recorded.
@@ -12,9 +12,9 @@ from datetime import timedelta
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from middlewares.context import ActivityOptions, RunContext
 from middlewares.llm_error_handling import model_retry_policy, retry_budget
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import MODEL_INVOKE, LlmRetryBudget, ModelCallInput, ModelPurpose
+from vocabulary.contracts import MODEL_INVOKE, LlmRetryBudget, ModelCallInput, ModelPurpose
 
 
 def prompt_request(

@@ -5,14 +5,14 @@ Dispatch (``workflows/dispatcher.py``) follows DeerFlow exactly:
 * ``before_agent`` / ``before_model`` run in list order; ``after_model`` / ``after_agent`` in reverse;
 * ``wrap_model_call`` / ``wrap_tool_call``: the first middleware in the list is the outermost wrapper.
 
-``before_*``/``after_*`` return a state update (merged through the reducers in ``workflows/state.py``) and may
+``before_*``/``after_*`` return a state update (merged through the reducers in ``vocabulary/state.py``) and may
 include ``"jump_to": "model"`` (loop back to the model, skipping tools) or ``"jump_to": "end"``. A
 ``wrap_model_call`` changes the request only for this call (``request.override(...)``), or returns an
 ``AIMessage`` without calling ``handler`` to short-circuit the model. A ``wrap_tool_call`` returns a
 ``ToolMessage`` or a :class:`Command` carrying a state update (and, for the clarification pause, an interrupt).
 
 Hooks run in workflow code: they must be deterministic and reach time, ids and side effects only through
-``ctx`` (:class:`workflows.context.RunContext`). A middleware instance lives for one run; state that must
+``ctx`` (:class:`middlewares.context.RunContext`). A middleware instance lives for one run; state that must
 outlive a continue-as-new goes through :meth:`Middleware.export_memory` / :meth:`Middleware.import_memory`.
 """
 
@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
-from workflows.context import RunContext
-from workflows.state import StateUpdate, ThreadState
-from workflows.tools import ToolSpec
+from middlewares.context import RunContext
+from vocabulary.state import StateUpdate, ThreadState
+from vocabulary.tools import ToolSpec
 
 HOOKS = ("before_agent", "before_model", "wrap_model_call", "after_model", "wrap_tool_call", "after_agent")
 

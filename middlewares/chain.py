@@ -25,6 +25,7 @@ from middlewares.guardrail import GuardrailMiddleware
 from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
 from middlewares.loop_detection import LoopDetectionMiddleware
 from middlewares.memory import MemoryMiddleware
+from middlewares.run_settings import RunSettings
 from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
 from middlewares.sandbox import SandboxMiddleware
 from middlewares.sandbox_audit import SandboxAuditMiddleware
@@ -39,7 +40,6 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
-from workflows.settings import RunSettings
 
 
 def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: bool = True) -> list[Middleware]:

@@ -34,7 +34,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
-from workflows.human_input import FIELD_TYPES, OPTION_FIELD_TYPES
+from vocabulary.human_input import FIELD_TYPES, OPTION_FIELD_TYPES
 
 TOOL_NAME = "ask_clarification"
 

@@ -33,9 +33,9 @@ from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
-from workflows.messages import message_text
-from workflows.state import ThreadState
-from workflows.tools import BUILTIN_TOOLS, ToolSpec
+from vocabulary.messages import message_text
+from vocabulary.state import ThreadState
+from vocabulary.tools import BUILTIN_TOOLS, ToolSpec
 
 TOOL_SEARCH = "tool_search"
 MAX_RESULTS = 5

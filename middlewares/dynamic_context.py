@@ -40,10 +40,10 @@ from middlewares._messages import (
     is_dynamic_context_reminder,
 )
 from middlewares.base import Middleware
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput
-from workflows.messages import message_text
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput
+from vocabulary.messages import message_text
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

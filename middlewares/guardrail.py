@@ -34,8 +34,8 @@ from temporalio.exceptions import is_cancelled_exception
 
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import (
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import (
     GUARDRAIL_EVALUATE,
     GuardrailDecision,
     GuardrailEvaluateInput,

@@ -46,9 +46,9 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from workflows.circuit_breaker import BreakerReport, Outcome
-from workflows.context import ActivityOptions
-from workflows.contracts import (
+from middlewares.context import ActivityOptions
+from vocabulary.breaker import BreakerReport, Outcome
+from vocabulary.contracts import (
     LLM_BREAKER_CHECK,
     LLM_BREAKER_REPORT,
     BreakerCheckInput,

@@ -44,8 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from middlewares._logging import hook_logger
 from middlewares._tool_calls import append_text, clone_with_tool_calls
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from workflows.context import RunContext
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

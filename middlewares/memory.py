@@ -27,9 +27,9 @@ from temporalio.exceptions import ActivityError, is_cancelled_exception
 from middlewares._logging import hook_logger
 from middlewares._messages import HIDE_FROM_UI_KEY, is_human_input_response
 from middlewares.base import Middleware
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import MEMORY_ENQUEUE, MemoryEnqueueInput, MemoryItem, MemoryUpdateSettings
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import MEMORY_ENQUEUE, MemoryEnqueueInput, MemoryItem, MemoryUpdateSettings
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

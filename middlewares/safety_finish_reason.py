@@ -35,9 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from middlewares._logging import hook_logger
 from middlewares._tool_calls import append_text, clone_with_tool_calls
 from middlewares.base import Middleware
-from workflows.context import RunContext
-from workflows.messages import message_text
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.messages import message_text
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

@@ -29,15 +29,15 @@ from pydantic import BaseModel, ConfigDict
 from temporalio.common import RetryPolicy
 
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import (
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
     SandboxAcquireInput,
     SandboxAcquireResult,
     SandboxReleaseInput,
 )
-from workflows.state import StateUpdate, ThreadState
+from vocabulary.state import StateUpdate, ThreadState
 
 RELEASE_BY_THREAD_PATCH = "hartflow-sandbox-release-by-thread"
 """Runs from before it end without a release when the first sandbox call never reported its id."""

@@ -33,7 +33,7 @@ from langchain_core.messages import ToolMessage
 
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import RunContext
+from middlewares.context import RunContext
 
 logger = hook_logger(__name__)
 

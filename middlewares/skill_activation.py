@@ -32,8 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from middlewares._logging import hook_logger
 from middlewares._messages import HIDE_FROM_UI_KEY, is_real_user_message, original_user_text
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from workflows.context import ActivityOptions
-from workflows.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
+from middlewares.context import ActivityOptions
+from vocabulary.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
 
 logger = hook_logger(__name__)
 

@@ -28,10 +28,10 @@ from langchain_core.messages import AIMessage
 from middlewares._logging import hook_logger
 from middlewares._tool_calls import append_text, clone_with_tool_calls
 from middlewares.base import Middleware
-from workflows.context import RunContext
-from workflows.delegation import TASK_TOOL, TASK_TOOL_NAME, SubagentsSettings, capture_delegations
-from workflows.state import StateUpdate, ThreadState
-from workflows.tools import ToolSpec
+from middlewares.context import RunContext
+from vocabulary.delegation import TASK_TOOL, TASK_TOOL_NAME, SubagentsSettings, capture_delegations
+from vocabulary.state import StateUpdate, ThreadState
+from vocabulary.tools import ToolSpec
 
 logger = hook_logger(__name__)
 

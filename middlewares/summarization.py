@@ -46,9 +46,9 @@ from middlewares._messages import SUMMARY_MESSAGE_NAME, is_dynamic_context_remin
 from middlewares._model_call import call_model
 from middlewares._tool_calls import clone_with_tool_calls
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from workflows.context import RunContext
-from workflows.messages import REMOVE_ALL_MESSAGES, message_text
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.messages import REMOVE_ALL_MESSAGES, message_text
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

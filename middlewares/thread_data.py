@@ -19,10 +19,10 @@ from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, ConfigDict
 
 from middlewares.base import Middleware
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
-from workflows.paths import user_data_dirs
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
+from vocabulary.paths import user_data_dirs
+from vocabulary.state import StateUpdate, ThreadState
 
 USER_INPUT_NAME = "user-input"
 

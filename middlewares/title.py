@@ -24,8 +24,8 @@ from middlewares._logging import hook_logger
 from middlewares._messages import ORIGINAL_USER_CONTENT_KEY, is_dynamic_context_reminder
 from middlewares._model_call import call_model
 from middlewares.base import Middleware
-from workflows.context import RunContext
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

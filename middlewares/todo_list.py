@@ -30,10 +30,10 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from middlewares._messages import HIDE_FROM_UI_KEY
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import RunContext
-from workflows.messages import message_text
-from workflows.state import StateUpdate, ThreadState
-from workflows.tools import ToolSpec
+from middlewares.context import RunContext
+from vocabulary.messages import message_text
+from vocabulary.state import StateUpdate, ThreadState
+from vocabulary.tools import ToolSpec
 
 WRITE_TODOS = "write_todos"
 REMINDER_NAME = "todo_reminder"

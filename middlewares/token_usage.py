@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict
 
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware
-from workflows.context import RunContext
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
 

@@ -26,7 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from middlewares._logging import hook_logger
 from middlewares._tool_meta import normalize_tool_result, stamp_exception_meta
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
-from workflows.delegation import TASK_TOOL_NAME, format_subagent_result_message, make_subagent_additional_kwargs
+from vocabulary.delegation import TASK_TOOL_NAME, format_subagent_result_message, make_subagent_additional_kwargs
 
 logger = hook_logger(__name__)
 

@@ -30,9 +30,9 @@ from temporalio.exceptions import ActivityError
 
 from middlewares._tool_output_synopsis import render_tool_output_preview
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import ActivityOptions
-from workflows.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
-from workflows.paths import VIRTUAL_OUTPUTS_DIR
+from middlewares.context import ActivityOptions
+from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
+from vocabulary.paths import VIRTUAL_OUTPUTS_DIR
 
 FALLBACK_MARKER = (
     "\n\n[... {omitted} chars omitted from {tool} output. Persistent storage unavailable. "

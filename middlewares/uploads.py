@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from middlewares._untrusted import neutralize_untrusted_tags
 from middlewares.base import Middleware
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import UPLOADS_LIST, UploadedFile, UploadsListInput, UploadsListResult
-from workflows.messages import message_text
-from workflows.paths import VIRTUAL_UPLOADS_DIR, is_upload_staging_file
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import UPLOADS_LIST, UploadedFile, UploadsListInput, UploadsListResult
+from vocabulary.messages import message_text
+from vocabulary.paths import VIRTUAL_UPLOADS_DIR, is_upload_staging_file
+from vocabulary.state import StateUpdate, ThreadState
 
 ORIGINAL_USER_CONTENT_KEY = "original_user_content"
 _SEARCH_HINT = f"grep(pattern='keyword', path='{VIRTUAL_UPLOADS_DIR}/')"

@@ -24,8 +24,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, Remove
 from temporalio.common import RetryPolicy
 
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import (
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
     ImageInspectInput,
@@ -34,9 +34,9 @@ from workflows.contracts import (
     ImageLoadResult,
     ViewedImage,
 )
-from workflows.messages import message_text
-from workflows.state import StateUpdate, ThreadState
-from workflows.tools import ToolSpec
+from vocabulary.messages import message_text
+from vocabulary.state import StateUpdate, ThreadState
+from vocabulary.tools import ToolSpec
 
 TOOL_NAME = "view_image"
 CONTEXT_ID_PREFIX = "view-image-context:"

@@ -41,8 +41,8 @@ from tests.support import (
     write_script,
 )
 from tests.support.faults import env_worker_process
+from vocabulary.contracts import MODEL_INVOKE
 from workers.cli import run_command
-from workflows.contracts import MODEL_INVOKE
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
 
 # -- fixtures: one worker process for the module, a clean CLI environment per test ----------------------------

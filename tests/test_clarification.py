@@ -35,10 +35,10 @@ from tests.support import (
     tool_call,
     write_script,
 )
+from vocabulary.human_input import InvalidReplyError, Reply, parse_reply, response_message, validate_reply
+from vocabulary.state import ThreadState
 from workflows import search_attributes as sa
-from workflows.human_input import InvalidReplyError, Reply, parse_reply, response_message, validate_reply
 from workflows.run import ReplyInput, RunView
-from workflows.state import ThreadState
 
 
 async def _intercept(args: dict[str, Any], *, call_id: str = "call-1", non_interactive: bool = False) -> ToolResult:

@@ -32,10 +32,10 @@ from tests.support import (
     write_script,
 )
 from tests.support.faults import REPO, private_dev_server, time_skipping_environment
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from workers.config import HartflowConfig
 from workers.devserver import find_temporal_cli
 from workflows import search_attributes as sa
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
 from workflows.run import RunView, workflow_id_for
 
 

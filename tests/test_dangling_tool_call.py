@@ -34,8 +34,8 @@ from tests.support import (
     unique,
     write_script,
 )
-from workflows.contracts import MODEL_INVOKE, ModelCallInput, ThreadRef
-from workflows.state import ThreadState
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput, ThreadRef
+from vocabulary.state import ThreadState
 
 
 def _call(name: Any = "bash", call_id: Any = "call_1", **args: Any) -> dict[str, Any]:

@@ -32,9 +32,9 @@ from tests.support import (
     unique,
     write_script,
 )
-from workflows.contracts import ModelCallInput, ThreadRef, ToolCallInput
-from workflows.state import ThreadState
-from workflows.tools import BUILTIN_TOOLS, ToolSpec
+from vocabulary.contracts import ModelCallInput, ThreadRef, ToolCallInput
+from vocabulary.state import ThreadState
+from vocabulary.tools import BUILTIN_TOOLS, ToolSpec
 
 TOOLS = {tool.name: tool for tool in BUILTIN_TOOLS}
 DEFERRED = {"run": {"middlewares": {"tool_search": {"enabled": True, "deferred": ["grep", "glob"]}}}}

@@ -51,10 +51,10 @@ from tests.support import (
     unique,
     write_script,
 )
+from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput, ModelCallInput, ThreadRef
+from vocabulary.state import ThreadState, apply_update
 from workers.worker import build_worker
 from workflows import search_attributes as sa
-from workflows.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput, ModelCallInput, ThreadRef
-from workflows.state import ThreadState, apply_update
 
 TODAY = "2026-01-02, Friday"  # StubRunContext.NOW is 2026-01-02 03:04:05 UTC
 MEMORY = {

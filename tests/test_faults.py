@@ -3,7 +3,7 @@ server, a provider answering 503 — and each test asserts that nothing was lost
 completes, no tool that completed runs again, the sandbox is released exactly once, and the committed thread
 state holds every message exactly once.
 
-Worker kills use the kubernetes sandbox provider against kmock (``tests/kube.py``): its pods are processes of
+Worker kills use the kubernetes sandbox provider against kmock (``tests/support/kube.py``): its pods are processes of
 the test, not of the worker, so they outlive the kill as real pods do, and every release is a DELETE the
 emulator records — the local provider's release is a no-op nobody could count. (S3 being unavailable is
 covered with the storage backend's tests, issue 6.)
@@ -26,8 +26,6 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.sandbox.kubernetes import pod_name, sandbox_id_for
 from middlewares.llm_error_handling import CIRCUIT_OPEN_TEXT, UNAVAILABLE_TEXT
-from tests.fault_middlewares import AFTER_AGENT_LOG, AFTER_AGENT_STARTED
-from tests.kube import Cluster, eventually_async
 from tests.support import (
     answer,
     calls,
@@ -41,6 +39,7 @@ from tests.support import (
     unique,
     write_script,
 )
+from tests.support.fault_middlewares import AFTER_AGENT_LOG, AFTER_AGENT_STARTED
 from tests.support.faults import (
     completed_attempts,
     kill_hard,
@@ -52,10 +51,9 @@ from tests.support.faults import (
     worker_process,
     worker_processes,
 )
+from tests.support.kube import Cluster, eventually_async
 from tests.test_llm_error_handling import breaker_markers, breaker_state, error, llm_config, rewrite
-from workers.config import HartflowConfig
-from workers.worker import SWEEPER_SCHEDULE_PREFIX, thread_store
-from workflows.contracts import (
+from vocabulary.contracts import (
     LLM_BREAKER_CHECK,
     LLM_BREAKER_REPORT,
     MODEL_INVOKE,
@@ -63,6 +61,8 @@ from workflows.contracts import (
     TOOL_EXECUTE,
     ThreadRef,
 )
+from workers.config import HartflowConfig
+from workers.worker import SWEEPER_SCHEDULE_PREFIX, thread_store
 from workflows.run import RunView
 
 FIRST = tool_call("bash", "first", command="echo first >> log")
@@ -240,7 +240,8 @@ async def test_worker_killed_during_a_clarification_wait(
 async def test_worker_killed_during_after_agent(
     client: Client, home: Path, temporal_address: str, cluster: Cluster
 ) -> None:
-    config = _kube_config(cluster, home, temporal_address, extensions=["tests.fault_middlewares:HangingAfterAgent"])
+    extensions = ["tests.support.fault_middlewares:HangingAfterAgent"]
+    config = _kube_config(cluster, home, temporal_address, extensions=extensions)
     thread = unique("thread")
     model = write_script(home, [calls(FIRST), answer("survived")])
     with worker_process(config, home.parent / "doomed.yaml") as doomed:

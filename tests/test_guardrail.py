@@ -22,6 +22,7 @@ from middlewares.guardrail import (
     GuardrailProviderConfig,
     GuardrailsConfig,
 )
+from middlewares.run_settings import RunSettings
 from tests.support import (
     StubRunContext,
     answer,
@@ -36,18 +37,17 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.contracts import (
+from vocabulary.contracts import (
     GUARDRAIL_EVALUATE,
     GuardrailDecision,
     GuardrailEvaluateInput,
     GuardrailReason,
     GuardrailRequest,
 )
-from workflows.settings import RunSettings
-from workflows.state import ThreadState
+from vocabulary.state import ThreadState
 
 ALLOWLIST = "deerflow.guardrails.builtin:AllowlistProvider"
-DENY_WORDS = "tests.guardrail_providers:DenyWords"
+DENY_WORDS = "tests.support.guardrail_providers:DenyWords"
 
 # -- the built-in allowlist ------------------------------------------------------------------------------
 
@@ -265,7 +265,11 @@ async def test_the_activity_builds_deerflow_style_providers() -> None:
 
 @pytest.mark.parametrize(
     "use",
-    ["tests.no_such_module:Provider", "tests.guardrail_providers:Missing", "tests.guardrail_providers:NotADecision"],
+    [
+        "tests.no_such_module:Provider",
+        "tests.support.guardrail_providers:Missing",
+        "tests.support.guardrail_providers:NotADecision",
+    ],
 )
 async def test_broken_providers_fail_non_retryably(use: str) -> None:
     request = GuardrailRequest(tool_name="bash", tool_input={})

@@ -22,7 +22,7 @@ from tests.support import (
     write_script,
 )
 
-RECORDERS = [f"tests.recording_middlewares:Recorder{x}" for x in "ABC"]
+RECORDERS = [f"tests.support.recording_middlewares:Recorder{x}" for x in "ABC"]
 
 
 async def _hook_events(handle: Any) -> list[tuple[str, str, str]]:
@@ -68,7 +68,8 @@ async def test_status_query_exposes_the_chain(client: Client, home: Path, tempor
 
 
 async def test_after_model_jump_to_model_skips_the_tools(client: Client, home: Path, temporal_address: str) -> None:
-    config = make_config(home, temporal_address, run={"extensions": ["tests.recording_middlewares:JumpBackOnce"]})
+    extensions = ["tests.support.recording_middlewares:JumpBackOnce"]
+    config = make_config(home, temporal_address, run={"extensions": extensions})
     model = write_script(
         home,
         [calls(tool_call("write_file", path="/mnt/user-data/workspace/x", content="x")), answer("second")],
@@ -84,7 +85,8 @@ async def test_after_model_jump_to_model_skips_the_tools(client: Client, home: P
 
 
 async def test_wrap_model_call_can_short_circuit_the_model(client: Client, home: Path, temporal_address: str) -> None:
-    config = make_config(home, temporal_address, run={"extensions": ["tests.recording_middlewares:ShortCircuitModel"]})
+    extensions = ["tests.support.recording_middlewares:ShortCircuitModel"]
+    config = make_config(home, temporal_address, run={"extensions": extensions})
     model = write_script(home, [])  # an empty script: any real model call would fail the run
     async with running_worker(client, config):
         handle = await start_run(client, config, "hi", model=model)
@@ -98,7 +100,8 @@ async def test_wrap_model_call_can_short_circuit_the_model(client: Client, home:
 async def test_parallel_tool_calls_are_scheduled_together_and_merged_in_call_order(
     client: Client, home: Path, temporal_address: str
 ) -> None:
-    config = make_config(home, temporal_address, run={"extensions": ["tests.recording_middlewares:TagToolResults"]})
+    extensions = ["tests.support.recording_middlewares:TagToolResults"]
+    config = make_config(home, temporal_address, run={"extensions": extensions})
     files = [f"/mnt/user-data/workspace/f{i}.txt" for i in range(3)]
     model = write_script(
         home,

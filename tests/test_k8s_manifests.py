@@ -26,8 +26,8 @@ from temporalio.service import RPCError
 
 from activities.sandbox.kubernetes import KubernetesSandboxSettings, pod_manifest
 from activities.sandbox.remote import TOKEN_ENV
-from tests.kube import REPO, eventually_async
 from tests.support import answer, make_config, running_worker, settle, start_run, unique, write_script
+from tests.support.kube import REPO, eventually_async
 from workers.config import HartflowConfig, load_config
 
 K8S = REPO / "k8s"

@@ -39,7 +39,6 @@ from activities.sandbox.kubernetes import (
     service_name,
 )
 from activities.sandbox.remote import SandboxUnavailableError
-from tests.kube import REPO, Cluster, eventually, eventually_async
 from tests.support import (
     answer,
     calls,
@@ -54,9 +53,10 @@ from tests.support import (
     write_script,
 )
 from tests.support.faults import kill_hard, worker_process
+from tests.support.kube import REPO, Cluster, eventually, eventually_async
+from vocabulary.contracts import SANDBOX_RELEASE, ThreadRef
 from workers.config import HartflowConfig
 from workers.worker import SWEEPER_SCHEDULE_PREFIX, ensure_sweeper_schedule, thread_store
-from workflows.contracts import SANDBOX_RELEASE, ThreadRef
 from workflows.run import workflow_id_for
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult
 
@@ -293,7 +293,7 @@ async def test_a_failed_run_releases_its_pod(
     client: Client, home: Path, temporal_address: str, cluster: Cluster
 ) -> None:
     config = _config(
-        cluster, home, temporal_address, run={"extensions": ["tests.failing_middlewares:FailOnFinalAnswer"]}
+        cluster, home, temporal_address, run={"extensions": ["tests.support.failing_middlewares:FailOnFinalAnswer"]}
     )
     model = write_script(home, [calls(tool_call("bash", command="echo ok")), answer("never delivered")])
     async with running_worker(client, config):

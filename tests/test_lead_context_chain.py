@@ -12,9 +12,9 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 
 from middlewares.chain import build_lead_chain, describe
+from middlewares.run_settings import RunSettings
 from tests.support import calls, make_config, running_worker, settle, start_run, tool_call, write_script
 from workers.cli import run_command
-from workflows.settings import RunSettings
 
 MINE = ["DynamicContext", "SkillActivation", "TodoList", "TokenUsage", "DeferredToolFilter"]
 ALL_ON: dict[str, Any] = {

@@ -28,8 +28,7 @@ from tests.support import (
     wait_for_history_event,
     write_script,
 )
-from workers.config import HartflowConfig
-from workflows.circuit_breaker import (
+from vocabulary.breaker import (
     ACQUIRE_UPDATE,
     REPORT_SIGNAL,
     STATE_QUERY,
@@ -40,7 +39,8 @@ from workflows.circuit_breaker import (
     ProbeRequest,
     breaker_workflow_id,
 )
-from workflows.contracts import LLM_BREAKER_CHECK, LLM_BREAKER_REPORT
+from vocabulary.contracts import LLM_BREAKER_CHECK, LLM_BREAKER_REPORT
+from workers.config import HartflowConfig
 from workflows.run import RunView
 
 

@@ -41,8 +41,8 @@ from middlewares.llm_error_handling import (
     retry_budget,
 )
 from tests.support import StubRunContext
-from workflows.circuit_breaker import Breaker, BreakerReport, BreakerState, ProbeRequest, breaker_workflow_id
-from workflows.contracts import (
+from vocabulary.breaker import BreakerReport, BreakerState, ProbeRequest, breaker_workflow_id
+from vocabulary.contracts import (
     LLM_BREAKER_CHECK,
     LLM_BREAKER_REPORT,
     BreakerCheckInput,
@@ -50,7 +50,8 @@ from workflows.contracts import (
     BreakerReportInput,
     LlmRetryBudget,
 )
-from workflows.state import ThreadState
+from vocabulary.state import ThreadState
+from workflows.circuit_breaker import Breaker
 
 
 class Response:

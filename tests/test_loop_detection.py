@@ -35,8 +35,8 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
-from workflows.state import ThreadState
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.state import ThreadState
 
 
 def _call(name: str, call_id: str = "c", **args: Any) -> dict[str, Any]:

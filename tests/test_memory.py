@@ -29,7 +29,7 @@ from tests.support import (
     wait_for_history_event,
     write_script,
 )
-from workflows.contracts import (
+from vocabulary.contracts import (
     MEMORY_ENQUEUE,
     MEMORY_WORKFLOW_ID_PREFIX,
     MODEL_INVOKE,
@@ -37,6 +37,7 @@ from workflows.contracts import (
     MemoryUpdateSettings,
     ModelCallInput,
 )
+from vocabulary.state import ThreadState
 from workflows.memory_update import (
     MESSAGE_MAX_CHARS,
     MemoryUpdateError,
@@ -45,7 +46,6 @@ from workflows.memory_update import (
     parse_update,
     update_prompt,
 )
-from workflows.state import ThreadState
 
 REPLY = {
     "hide_from_ui": True,

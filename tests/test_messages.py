@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessageChunk, HumanMessageChunk
 
-from workflows.messages import (
+from vocabulary.messages import (
     REMOVE_ALL_MESSAGES,
     AIMessage,
     BaseMessage,

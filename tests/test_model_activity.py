@@ -27,7 +27,7 @@ from activities.models import (
     validate_model_spec,
 )
 from activities.models.scripted import ScriptedChatModel
-from workflows.contracts import ModelCallInput
+from vocabulary.contracts import ModelCallInput
 
 BASH_SCHEMA: dict[str, Any] = {
     "type": "function",

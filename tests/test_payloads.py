@@ -1,7 +1,7 @@
 """Payloads never hit Temporal's limits, and a turn's history cost does not grow with the conversation.
 
 Large values leave history through the claim check (``activities/storage/payloads.py``) on both backends; the
-model's message list travels as a content-addressed reference (``workflows/transcript.py``,
+model's message list travels as a content-addressed reference (``vocabulary/transcript.py``,
 ``activities/transcripts.py``).
 """
 
@@ -21,13 +21,13 @@ from activities.storage.payloads import PAYLOAD_PREFIX, thread_payload_keys
 from activities.transcripts import TranscriptError, TranscriptStore, thread_blob_prefix
 from tests.support import answer, calls, make_config, running_worker, start_run, tool_call, unique, write_script
 from tests.support.history import chain_histories, external_size, payloads_in, turn_costs
+from vocabulary.contracts import ThreadRef
+from vocabulary.state import ThreadState
+from vocabulary.transcript import MessageHasher, TranscriptCursor, canonical_json, sha256_hex
 from workers.config import HartflowConfig, open_object_store
 from workers.payloads import client_for, data_converter_for
 from workers.worker import thread_store
-from workflows.contracts import ThreadRef
 from workflows.run import RunView, workflow_id_for
-from workflows.state import ThreadState
-from workflows.transcript import MessageHasher, TranscriptCursor, canonical_json, sha256_hex
 
 THREAD = ThreadRef("default", "t-1")
 BIG = 20 * 1024 * 1024

@@ -187,7 +187,7 @@ async def test_non_interactive_runs_get_the_disabled_message_and_go_on(
 async def test_cancelling_a_paused_run_still_runs_after_agent_and_commits(
     client: Client, home: Path, temporal_address: str
 ) -> None:
-    config = make_config(home, temporal_address, run={"extensions": ["tests.recording_middlewares:RecorderA"]})
+    config = make_config(home, temporal_address, run={"extensions": ["tests.support.recording_middlewares:RecorderA"]})
     async with running_worker(client, config):
         handle = await start_run(client, config, "go", model=write_script(home, [_ask(), answer("never")]))
         view = await settle(handle)

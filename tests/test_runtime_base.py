@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import Client
 
 from middlewares.chain import describe, runtime_base
+from middlewares.run_settings import RunSettings
 from tests.support import answer, make_config, running_worker, settle, start_run, write_script
-from workflows.settings import RunSettings
 
 BASE = [
     "ToolOutputBudget",

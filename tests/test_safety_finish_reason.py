@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from temporalio.client import Client
 
 from middlewares.chain import build_lead_chain, describe
+from middlewares.run_settings import RunSettings
 from middlewares.safety_finish_reason import (
     EMPTY_TEXT,
     SUPPRESSED_TEXT,
@@ -36,8 +37,7 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.settings import RunSettings
-from workflows.state import ThreadState
+from vocabulary.state import ThreadState
 
 CONTENT_FILTER_TEXT = SUPPRESSED_TEXT.format(
     reason_field="finish_reason", reason_value="content_filter", detector="openai_compatible_content_filter"

@@ -33,7 +33,7 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.state import ThreadState
+from vocabulary.state import ThreadState
 
 # -- classification --------------------------------------------------------------------------------------
 

@@ -26,14 +26,14 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.contracts import (
+from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
     SandboxAcquireInput,
     SandboxAcquireResult,
     SandboxReleaseInput,
 )
-from workflows.state import SandboxConflictError, ThreadState, apply_update
+from vocabulary.state import SandboxConflictError, ThreadState, apply_update
 
 # -- unit: the hooks -------------------------------------------------------------------------------------
 
@@ -204,7 +204,8 @@ async def test_a_completed_run_persists_the_id_and_releases_it(
 
 
 async def test_a_failed_run_releases_too(client: Client, home: Path, temporal_address: str) -> None:
-    config = make_config(home, temporal_address, run={"extensions": ["tests.failing_middlewares:FailOnFinalAnswer"]})
+    extensions = ["tests.support.failing_middlewares:FailOnFinalAnswer"]
+    config = make_config(home, temporal_address, run={"extensions": extensions})
     model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), answer("done")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "say hi", model=model)

@@ -19,7 +19,7 @@ from activities.paths import ThreadPaths
 from activities.sandbox import Sandbox, SandboxError
 from activities.sandbox.local import LocalSandboxProvider
 from activities.sandbox.remote import MAX_COMMAND_CHARS, TOKEN_ENV, RemoteSandbox, SandboxUnavailableError
-from tests.kube import REPO
+from tests.support.kube import REPO
 
 TOKEN = "s3cret-token-for-tests"
 WS = "/mnt/user-data/workspace"

@@ -24,7 +24,7 @@ from activities.models.scripted import (
     load_script,
     provider_error_class,
 )
-from workflows.contracts import ModelPurpose
+from vocabulary.contracts import ModelPurpose
 
 DOCUMENTED_SCRIPT: dict[str, Any] = {
     "responses": [

@@ -36,9 +36,9 @@ from tests.support import (
     unique,
     write_script,
 )
+from vocabulary.contracts import ModelCallInput, SkillLoadInput, SkillLoadResult, ThreadRef
+from vocabulary.state import ThreadState
 from workers.cli import run_command
-from workflows.contracts import ModelCallInput, SkillLoadInput, SkillLoadResult, ThreadRef
-from workflows.state import ThreadState
 
 SKILL_MD = """---
 name: {name}

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from workflows.messages import (
+from vocabulary.messages import (
     REMOVE_ALL_MESSAGES,
     AIMessage,
     HumanMessage,
@@ -21,7 +21,7 @@ from workflows.messages import (
     SystemMessage,
     ToolMessage,
 )
-from workflows.state import (
+from vocabulary.state import (
     CHANNELS,
     DELEGATION_CAP,
     REDUCER_FIELDS,

@@ -34,13 +34,13 @@ from tests.support import (
 )
 from tests.support.faults import completed_attempts
 from tests.support.s3server import S3Server
+from vocabulary.contracts import ThreadCommitInput, ThreadRef
+from vocabulary.messages import HumanMessage
+from vocabulary.state import ThreadState
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
 from workers.devserver import free_port, port_answers
 from workers.worker import thread_store
-from workflows.contracts import ThreadCommitInput, ThreadRef
-from workflows.messages import HumanMessage
-from workflows.state import ThreadState
 
 
 @pytest.fixture(params=["filesystem", "s3"])

@@ -16,6 +16,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from middlewares.base import ToolCallRequest
 from middlewares.chain import build_lead_chain, build_subagent_chain, describe
 from middlewares.guardrail import GuardrailMiddleware, GuardrailProviderConfig
+from middlewares.run_settings import RunSettings
 from middlewares.subagent_limit import (
     LIMIT_REACHED_NOTICE,
     STOP_SUBAGENT_LIMIT_CAPPED,
@@ -24,16 +25,9 @@ from middlewares.subagent_limit import (
 )
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from tests.support import StubRunContext
-from workflows.delegation import (
-    SubagentsSettings,
-    child_workflow_id,
-    finished_child_message,
-    format_subagent_result_message,
-    interrupted_child_message,
-    make_subagent_additional_kwargs,
-)
-from workflows.settings import RunSettings
-from workflows.state import ThreadState
+from vocabulary.delegation import SubagentsSettings, format_subagent_result_message, make_subagent_additional_kwargs
+from vocabulary.state import ThreadState
+from workflows.delegation import child_workflow_id, finished_child_message, interrupted_child_message
 
 RUN = "run-1"  # StubRunContext's run id
 

@@ -206,7 +206,7 @@ async def test_cancelling_the_parent_cancels_its_running_children(
         run={
             "subagent_enabled": True,
             "subagents": {"model": child_model},
-            "extensions": ["tests.recording_middlewares:RecorderA"],
+            "extensions": ["tests.support.recording_middlewares:RecorderA"],
         },
     )
     async with running_worker(client, config):

@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError, CancelledError
 
 from middlewares.base import ModelRequest
 from middlewares.chain import build_lead_chain, describe
+from middlewares.run_settings import ModelCapabilities, RunSettings
 from middlewares.summarization import (
     DEFAULT_SUMMARY_PROMPT,
     SUMMARY_PROJECTION_PREFIX,
@@ -47,10 +48,9 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
-from workflows.messages import REMOVE_ALL_MESSAGES
-from workflows.settings import ModelCapabilities, RunSettings
-from workflows.state import ThreadState, apply_update
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.messages import REMOVE_ALL_MESSAGES
+from vocabulary.state import ThreadState, apply_update
 
 SKILL = "/mnt/skills/public/research/SKILL.md"
 

@@ -21,9 +21,9 @@ from tests.support import (
     thread_state,
     write_script,
 )
-from workflows.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult, ThreadRef
-from workflows.paths import InvalidIdError, thread_dir, user_data_dirs
-from workflows.state import ThreadState
+from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult, ThreadRef
+from vocabulary.paths import InvalidIdError, thread_dir, user_data_dirs
+from vocabulary.state import ThreadState
 
 PATHS = {
     "workspace_path": "users/default/threads/thread-1/user-data/workspace",

@@ -35,9 +35,7 @@ from tests.support import (
     write_script,
 )
 from tests.support.s3server import S3Server
-from workers.config import HartflowConfig, open_object_store
-from workers.payloads import client_for
-from workflows.contracts import (
+from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
     TOOL_EXECUTE,
@@ -50,6 +48,8 @@ from workflows.contracts import (
     ToolCallOutput,
     UploadsListResult,
 )
+from workers.config import HartflowConfig, open_object_store
+from workers.payloads import client_for
 from workflows.run import ReplyInput, RunView
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))

@@ -30,8 +30,8 @@ from tests.support import (
     thread_state,
     write_script,
 )
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
-from workflows.state import ThreadState
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.state import ThreadState
 
 REMINDER = {"hide_from_ui": True, "dynamic_context_reminder": True}
 

@@ -13,6 +13,7 @@ from temporalio.client import Client
 from activities.thread_store import FilesystemThreadStore
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.chain import build_lead_chain, describe
+from middlewares.run_settings import RunSettings
 from middlewares.todo_list import (
     PARALLEL_CALLS_ERROR,
     WRITE_TODOS_TOOL,
@@ -35,9 +36,8 @@ from tests.support import (
     unique,
     write_script,
 )
-from workflows.contracts import ModelCallInput, ThreadRef
-from workflows.settings import RunSettings
-from workflows.state import ThreadState
+from vocabulary.contracts import ModelCallInput, ThreadRef
+from vocabulary.state import ThreadState
 
 PLAN = {"run": {"plan_mode": True}}
 TODOS = [{"content": "Draft", "status": "in_progress"}, {"content": "Review", "status": "pending"}]

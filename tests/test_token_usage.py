@@ -24,8 +24,8 @@ from tests.support import (
     unique,
     write_script,
 )
-from workflows.contracts import ThreadRef
-from workflows.state import ThreadState, apply_update
+from vocabulary.contracts import ThreadRef
+from vocabulary.state import ThreadState, apply_update
 
 
 def _todo(content: str, status: str) -> dict[str, str]:

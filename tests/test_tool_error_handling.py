@@ -29,8 +29,8 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
-from workflows.state import ThreadState
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.state import ThreadState
 
 
 def _request(name: Any = "web_search", call_id: Any = "call-1") -> ToolCallRequest:

@@ -42,8 +42,8 @@ from tests.support import (
     tool_call,
     write_script,
 )
-from workflows.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult, ThreadRef
-from workflows.state import ThreadState
+from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult, ThreadRef
+from vocabulary.state import ThreadState
 
 DEFAULT = ToolOutputConfig()
 RESULTS = "/mnt/user-data/outputs/.tool-results"

@@ -14,7 +14,7 @@ from activities import tools
 from activities.paths import ThreadPaths
 from activities.sandbox.local import LOCAL_HOST_BASH_DISABLED_MESSAGE, LocalSandboxProvider
 from activities.tools import ReadFileArgs, ToolActivities
-from workflows.contracts import SandboxReleaseInput, ThreadRef, ToolCallInput, ToolCallOutput
+from vocabulary.contracts import SandboxReleaseInput, ThreadRef, ToolCallInput, ToolCallOutput
 
 WS = "/mnt/user-data/workspace"
 THREAD = ThreadRef("u1", "t1")

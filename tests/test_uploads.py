@@ -38,8 +38,7 @@ from tests.support import (
     unique,
     write_script,
 )
-from workers.cli import run_command
-from workflows.contracts import (
+from vocabulary.contracts import (
     UPLOADS_LIST,
     ModelCallInput,
     OutlineEntry,
@@ -48,7 +47,8 @@ from workflows.contracts import (
     UploadsListInput,
     UploadsListResult,
 )
-from workflows.state import ThreadState
+from vocabulary.state import ThreadState
+from workers.cli import run_command
 
 GUIDANCE = """To work with these files:
 - Read from the file first — use the outline line numbers and `read_file` to locate relevant sections.

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from middlewares.clarification import build_request, normalize_fields
-from workflows.human_input import (
+from vocabulary.human_input import (
     FIELD_TYPES,
     InvalidReplyError,
     Reply,
@@ -26,7 +26,7 @@ from workflows.human_input import (
     response_message,
     validate_reply,
 )
-from workflows.state import SandboxConflictError, merge_goal, merge_sandbox, merge_todos, merge_viewed_images
+from vocabulary.state import SandboxConflictError, merge_goal, merge_sandbox, merge_todos, merge_viewed_images
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

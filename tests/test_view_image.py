@@ -15,6 +15,7 @@ from activities.images import MAX_IMAGE_BYTES, ImageActivities
 from activities.thread_files import ThreadFiles
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.chain import build_lead_chain, describe
+from middlewares.run_settings import RunSettings
 from middlewares.view_image import (
     CONTEXT_HEADER,
     CONTEXT_ID_PREFIX,
@@ -39,7 +40,7 @@ from tests.support import (
     unique,
     write_script,
 )
-from workflows.contracts import (
+from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
     MODEL_INVOKE,
@@ -51,8 +52,7 @@ from workflows.contracts import (
     ThreadRef,
     ViewedImage,
 )
-from workflows.settings import RunSettings
-from workflows.state import ThreadState, apply_update
+from vocabulary.state import ThreadState, apply_update
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 JPEG = b"\xff\xd8\xff\xe0" + bytes(32)

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_SOURCES = sorted([*(REPO / "workflows").rglob("*.py"), *(REPO / "middlewares").rglob("*.py")])
+WORKFLOW_SOURCES = sorted(
+    path for package in ("vocabulary", "workflows", "middlewares") for path in (REPO / package).rglob("*.py")
+)
 
 FORBIDDEN_IMPORTS = {
     "activities", "workers", "boto3", "botocore", "requests", "httpx", "aiohttp", "socket", "subprocess",

@@ -43,15 +43,15 @@ from activities.skills import load_skills
 from activities.storage import StorageConfigError, StorageError
 from activities.thread_lifecycle import delete_thread, list_threads
 from activities.uploads import UploadError, store_uploads
+from vocabulary.contracts import ThreadRef, UploadedFile
+from vocabulary.messages import message_text
+from vocabulary.paths import VIRTUAL_UPLOADS_DIR
 from workers import progress, telemetry
 from workers.config import ConfigError, HartflowConfig, load_config, open_object_store
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
 from workflows import search_attributes as sa
-from workflows.contracts import ThreadRef, UploadedFile
-from workflows.messages import message_text
-from workflows.paths import VIRTUAL_UPLOADS_DIR
 from workflows.run import (
     WORKFLOW_NAME,
     ReplyInput,

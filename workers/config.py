@@ -22,7 +22,7 @@ from activities.storage import ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
-from workflows.settings import RunSettings
+from middlewares.run_settings import RunSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
 ENV_PREFIX = "HARTFLOW_"

@@ -55,11 +55,11 @@ from workflows.subagent import SubagentWorkflow
 # it is import-time pure, and passing it through also saves re-importing it for every workflow run.
 # opentelemetry: the dispatcher's hook spans must reach the process's (replay-safe) tracer provider, which a
 # sandbox-local copy of the module would not see.
-# workflows/ and middlewares/ (our deterministic code): re-importing them into every workflow run's sandbox cost
-# ~0.5 s of CPU and ~5 MB per run, which made 20 runs started together take 3x as long (measured with
-# bench/throughput.py). Passed through, their calls are no longer checked by the sandbox at run time, so
+# vocabulary/, workflows/ and middlewares/ (our deterministic code): re-importing them into every workflow run's
+# sandbox cost ~0.5 s of CPU and ~5 MB per run, which made 20 runs started together take 3x as long (measured
+# with bench/throughput.py). Passed through, their calls are no longer checked by the sandbox at run time, so
 # tests/test_workflow_determinism.py checks their source instead, and the replay tests check their behaviour.
-PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml", "opentelemetry", "workflows", "middlewares")
+PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml", "opentelemetry", "vocabulary", "workflows", "middlewares")
 
 WORKFLOWS: Sequence[type] = (
     RunWorkflow,

@@ -23,67 +23,23 @@ to change. The breaker continues-as-new when the server suggests it, carrying it
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
 
 from temporalio import workflow
 
-WORKFLOW_NAME = "HartflowCircuitBreaker"
-WORKFLOW_ID_PREFIX = "hartflow-breaker-"
-STATE_QUERY = "state"
-ACQUIRE_UPDATE = "acquire"
-REPORT_SIGNAL = "report"
+from vocabulary.breaker import (
+    ACQUIRE_UPDATE,
+    REPORT_SIGNAL,
+    STATE_QUERY,
+    WORKFLOW_NAME,
+    Admission,
+    BreakerReport,
+    BreakerState,
+    ProbeRequest,
+)
 
 PROBE_POLL = timedelta(seconds=5)
 """How long a caller turned away by an in-flight probe waits before asking again (at most the cooldown)."""
-
-Phase = Literal["closed", "open", "half_open"]
-Outcome = Literal["success", "failure", "release"]
-
-
-def breaker_workflow_id(model: str) -> str:
-    """``openai:gpt-4o`` → ``hartflow-breaker-openai-gpt-4o``: one breaker per provider and model."""
-    provider, _, name = model.partition(":")
-    return f"{WORKFLOW_ID_PREFIX}{provider}-{name}"
-
-
-@dataclass
-class BreakerState:
-    phase: Phase = "closed"
-    failures: int = 0
-    """Consecutive exhausted retriable failures (not attempts)."""
-    open_until: datetime | None = None
-    probe_holder: str | None = None
-    probe_until: datetime | None = None
-    """When the probe's lease ends if its holder never reports."""
-    failure_threshold: int = 5
-    recovery_timeout_sec: float = 60.0
-
-
-@dataclass
-class BreakerReport:
-    outcome: Outcome
-    holder: str
-    """Who reports (run and turn): a ``release`` only frees the probe its holder acquired."""
-    failure_threshold: int = 5
-    recovery_timeout_sec: float = 60.0
-
-
-@dataclass
-class ProbeRequest:
-    holder: str
-    lease_seconds: float
-
-
-@dataclass
-class Admission:
-    admitted: bool
-    probe: bool
-    """The caller holds the half-open probe and must report its outcome (or release it)."""
-    phase: Phase
-    retry_at: datetime | None = None
-    """For a denied caller: when the breaker may admit a call again."""
 
 
 class Breaker:

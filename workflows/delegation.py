@@ -1,98 +1,25 @@
-"""Delegation to subagents: the ``task`` tool, its settings, DeerFlow's result contract and the delegation ledger.
+"""Delegation in the engine: how the run workflow starts a subagent and reads the child workflow's end.
 
-Pure data and functions, usable from workflow code and middlewares alike:
-
-* :class:`SubagentsSettings` — ``run.subagents`` (DeerFlow's ``subagents`` config plus the runtime limits
-  ``max_concurrent_subagents`` / ``max_total_subagents``, clamped as DeerFlow clamps them);
-* :data:`TASK_TOOL` — the ``task`` tool the lead model sees when ``run.subagent_enabled`` is on;
 * :class:`SubagentTask` — what a subagent run (``workflows/subagent.py``) is told about its delegation;
-* DeerFlow's subagent status contract (``H/subagents/status_contract.py``): the model-visible result text
-  (:func:`format_subagent_result_message`) and the structured ``additional_kwargs``
-  (:func:`make_subagent_additional_kwargs`), which UIs and TokenUsage read — strings and keys are a protocol;
-* :func:`capture_delegations` — the ``delegations`` ledger entries for the current run's task calls and results
-  (DeerFlow's DurableContext delegation capture), which SubagentLimit counts.
+* :func:`subagent_task` / :func:`child_workflow_id` — the child run a ``task`` call starts;
+* :func:`finished_child_message` / :func:`interrupted_child_message` — the child's end as the task result of
+  DeerFlow's status contract (``vocabulary/delegation.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from workflows.tools import ToolSpec
+from vocabulary.delegation import RUN_STOP_REASONS, SubagentsSettings, task_result_message
 
-TASK_TOOL_NAME = "task"
 SUBAGENT_WORKFLOW_NAME = "HartflowSubagent"
-
-# DeerFlow's clamps (``H/config/subagents_config.py``): a model asking for more is cut back, not refused.
-MAX_CONCURRENT_RANGE = (1, 4)
-MAX_TOTAL_RANGE = (1, 50)
-
-
-class SubagentTypeSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_turns: int = Field(ge=1, description="model calls a subagent of this type may make (its recursion limit)")
-
-
-def _default_types() -> dict[str, SubagentTypeSettings]:
-    # DeerFlow's built-ins (``H/subagents/builtins/``).
-    return {"general-purpose": SubagentTypeSettings(max_turns=150), "bash": SubagentTypeSettings(max_turns=60)}
-
-
-class SubagentsSettings(BaseModel):
-    """``run.subagents``: limits and types of the subagents the ``task`` tool starts."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_concurrent: int = Field(3, description="task calls one model response may start; clamped to 1–4")
-    max_total: int = Field(6, description="task calls one run may start; clamped to 1–50")
-    timeout_seconds: float = Field(1800, gt=0, description="a subagent still running after this is timed out")
-    model: str | None = Field(None, description="model spec of subagents; default: the lead run's model")
-    types: dict[str, SubagentTypeSettings] = Field(default_factory=_default_types, min_length=1)
-
-    @field_validator("max_concurrent")
-    @classmethod
-    def _clamp_concurrent(cls, value: int) -> int:
-        return clamp(value, MAX_CONCURRENT_RANGE)
-
-    @field_validator("max_total")
-    @classmethod
-    def _clamp_total(cls, value: int) -> int:
-        return clamp(value, MAX_TOTAL_RANGE)
-
-
-def clamp(value: int, bounds: tuple[int, int]) -> int:
-    low, high = bounds
-    return max(low, min(high, value))
-
-
-TASK_TOOL = ToolSpec(
-    TASK_TOOL_NAME,
-    "Delegate a self-contained task to a subagent that works on its own (with the sandbox tools) and reports "
-    "back once. Independent tasks issued in the same response run in parallel (a few at a time). Give the "
-    "subagent everything it needs in the prompt: it does not see this conversation.",
-    {
-        "type": "object",
-        "properties": {
-            "description": {"type": "string", "description": "A short (3-5 word) description of the task."},
-            "prompt": {"type": "string", "description": "The complete task for the subagent."},
-            "subagent_type": {
-                "type": "string",
-                "description": "Which subagent: general-purpose (default) or bash (command-line work).",
-            },
-            "max_turns": {"type": "integer", "description": "Fewer model calls than the subagent type allows."},
-        },
-        "required": ["description", "prompt", "subagent_type"],
-    },
-)
 
 
 @dataclass
@@ -143,153 +70,6 @@ def child_workflow_id(parent_workflow_id: str, tool_call_id: str) -> str:
     return f"{parent_workflow_id}-task-{safe}"
 
 
-# -- DeerFlow's subagent status contract -------------------------------------------------------------------
-
-SubagentStatus = Literal["completed", "failed", "cancelled", "timed_out", "polling_timed_out"]
-SubagentStopReason = Literal["token_capped", "turn_capped", "loop_capped"]
-
-SUBAGENT_STATUS_KEY = "subagent_status"
-SUBAGENT_STOP_REASON_KEY = "subagent_stop_reason"
-SUBAGENT_ERROR_KEY = "subagent_error"
-SUBAGENT_RESULT_BRIEF_KEY = "subagent_result_brief"
-SUBAGENT_RESULT_SHA256_KEY = "subagent_result_sha256"
-SUBAGENT_MODEL_NAME_KEY = "subagent_model_name"
-SUBAGENT_TOKEN_USAGE_KEY = "subagent_token_usage"
-SUBAGENT_METADATA_TEXT_MAX_CHARS = 2000
-
-_STOP_REASON_LABELS: dict[str, str] = {
-    "token_capped": "token budget",
-    "turn_capped": "turn budget",
-    "loop_capped": "repeated tool-call loop",
-}
-
-# What ended a hartflow subagent run (its ``stop_reason``) in the contract's terms.
-RUN_STOP_REASONS: dict[str, SubagentStopReason] = {
-    "recursion_limit": "turn_capped",
-    "loop_capped": "loop_capped",
-    "token_capped": "token_capped",
-}
-
-
-def _bounded(text: str, cap: int = SUBAGENT_METADATA_TEXT_MAX_CHARS) -> str:
-    """Head and tail of ``text`` within ``cap`` characters, joined by an ellipsis line."""
-    cleaned = text.strip()
-    if len(cleaned) <= cap:
-        return cleaned
-    marker = "\n...\n"
-    head = cap * 2 // 3
-    tail = cap - head - len(marker)
-    return f"{cleaned[:head]}{marker}{cleaned[-tail:]}"
-
-
-def normalize_token_usage(value: Any) -> dict[str, int] | None:
-    """``{input_tokens, output_tokens, total_tokens}`` as non-negative ints, or None for anything else."""
-    if not isinstance(value, Mapping):
-        return None
-    usage: dict[str, int] = {}
-    for key in ("input_tokens", "output_tokens", "total_tokens"):
-        amount = value.get(key)
-        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
-            return None
-        usage[key] = amount
-    return usage
-
-
-def make_subagent_additional_kwargs(
-    status: SubagentStatus,
-    *,
-    result: str | None = None,
-    error: str | None = None,
-    stop_reason: SubagentStopReason | None = None,
-    model_name: str | None = None,
-    token_usage: Mapping[str, object] | None = None,
-) -> dict[str, object]:
-    payload: dict[str, object] = {SUBAGENT_STATUS_KEY: status}
-    if status == "completed" and isinstance(result, str) and result.strip():
-        payload[SUBAGENT_RESULT_BRIEF_KEY] = _bounded(result)
-        payload[SUBAGENT_RESULT_SHA256_KEY] = hashlib.sha256(result.encode("utf-8")).hexdigest()
-    if status != "completed" and isinstance(error, str) and error.strip():
-        payload[SUBAGENT_ERROR_KEY] = _bounded(error)
-    if stop_reason is not None:
-        payload[SUBAGENT_STOP_REASON_KEY] = stop_reason
-    if isinstance(model_name, str) and model_name.strip():
-        payload[SUBAGENT_MODEL_NAME_KEY] = model_name.strip()
-    usage = normalize_token_usage(token_usage)
-    if usage is not None:
-        payload[SUBAGENT_TOKEN_USAGE_KEY] = usage
-    return payload
-
-
-def format_subagent_result_message(
-    status: SubagentStatus,
-    *,
-    result: str | None = None,
-    error: str | None = None,
-    stop_reason: SubagentStopReason | None = None,
-) -> tuple[str, str | None]:
-    """The model-visible task result and the normalized error (None when completed)."""
-    result_text = "" if result is None else str(result)
-    error_text = error.strip() if isinstance(error, str) else ""
-    capped = _STOP_REASON_LABELS.get(stop_reason) if stop_reason is not None else None
-    if status == "completed":
-        if capped:
-            return f"Task Succeeded (capped: {capped}). Result: {result_text}", None
-        return f"Task Succeeded. Result: {result_text}", None
-    if status == "cancelled":
-        detail = error_text or "Task cancelled by user."
-        if detail == "Task cancelled by user.":
-            return detail, detail
-        return f"Task cancelled by user. Error: {detail}", detail
-    if status == "timed_out":
-        detail = error_text or "Task timed out."
-        if detail == "Task timed out.":
-            return detail, detail
-        return f"Task timed out. Error: {detail}", detail
-    if status == "polling_timed_out":
-        detail = error_text or "Task polling timed out."
-        return detail, detail
-    detail = error_text or "Task failed."
-    if capped:
-        if detail == "Task failed.":
-            return f"Task failed (capped: {capped}).", detail
-        return f"Task failed (capped: {capped}). Error: {detail}", detail
-    if detail == "Task failed.":
-        return detail, detail
-    return f"Task failed. Error: {detail}", detail
-
-
-def task_result_message(
-    tool_call_id: str,
-    status: SubagentStatus,
-    *,
-    message_id: str,
-    result: str | None = None,
-    error: str | None = None,
-    stop_reason: SubagentStopReason | None = None,
-    model_name: str | None = None,
-    token_usage: Mapping[str, object] | None = None,
-) -> ToolMessage:
-    """The ToolMessage answering a ``task`` call: the contract's text and ``additional_kwargs``."""
-    content, normalized_error = format_subagent_result_message(
-        status, result=result, error=error, stop_reason=stop_reason
-    )
-    return ToolMessage(
-        content,
-        tool_call_id=tool_call_id,
-        name=TASK_TOOL_NAME,
-        status="success" if status == "completed" else "error",
-        id=message_id,
-        additional_kwargs=make_subagent_additional_kwargs(
-            status,
-            result=result,
-            error=normalized_error,
-            stop_reason=stop_reason,
-            model_name=model_name,
-            token_usage=token_usage,
-        ),
-    )
-
-
 def finished_child_message(
     tool_call_id: str,
     *,
@@ -336,61 +116,3 @@ def usage_of(messages: Sequence[BaseMessage]) -> dict[str, int]:
             totals["output_tokens"] += usage["output_tokens"]
             totals["total_tokens"] += usage["total_tokens"]
     return totals
-
-
-# -- the delegation ledger ---------------------------------------------------------------------------------
-
-
-def run_messages(messages: Sequence[BaseMessage], run_id: str) -> Sequence[BaseMessage]:
-    """The messages after this run's user message (ThreadData stamps it with ``run_id``): DeerFlow's run
-    boundary. Without a stamped message, all of them."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, HumanMessage) and message.additional_kwargs.get("run_id") == run_id:
-            return messages[index + 1 :]
-    return messages
-
-
-def capture_delegations(
-    messages: Sequence[BaseMessage], existing: Sequence[Mapping[str, Any]], *, run_id: str, now: str
-) -> list[dict[str, Any]]:
-    """Ledger entries for this run's ``task`` calls (``in_progress``) and their results (the contract's status),
-    only those that differ from ``existing``; the ``delegations`` reducer keeps terminal statuses."""
-    entries: dict[str, dict[str, Any]] = {}
-    for message in run_messages(messages, run_id):
-        if isinstance(message, AIMessage):
-            for call in message.tool_calls:
-                if call["name"] == TASK_TOOL_NAME and call.get("id"):
-                    args = call.get("args") or {}
-                    entries[str(call["id"])] = {
-                        "id": str(call["id"]),
-                        "run_id": run_id,
-                        "description": str(args.get("description") or ""),
-                        "subagent_type": str(args.get("subagent_type") or "general-purpose"),
-                        "status": "in_progress",
-                        "created_at": now,
-                    }
-        elif isinstance(message, ToolMessage) and message.tool_call_id in entries:
-            kwargs = message.additional_kwargs
-            status = kwargs.get(SUBAGENT_STATUS_KEY)
-            if isinstance(status, str):
-                entry = entries[message.tool_call_id]
-                entry["status"] = status
-                for field, key in (
-                    ("result_brief", SUBAGENT_RESULT_BRIEF_KEY),
-                    ("result_sha256", SUBAGENT_RESULT_SHA256_KEY),
-                    ("stop_reason", SUBAGENT_STOP_REASON_KEY),
-                ):
-                    if isinstance(kwargs.get(key), str):
-                        entry[field] = kwargs[key]
-    known = {str(entry.get("id")): entry for entry in existing}
-    return [entry for entry_id, entry in entries.items() if not _same_entry(known.get(entry_id), entry)]
-
-
-def _same_entry(known: Mapping[str, Any] | None, entry: Mapping[str, Any]) -> bool:
-    if known is None:
-        return False
-    return all(known.get(key) == value for key, value in entry.items() if key != "created_at") or (
-        # A terminal entry is never downgraded: re-seeing its dispatch is no change.
-        entry["status"] == "in_progress" and known.get("status") != "in_progress"
-    )

@@ -25,8 +25,8 @@ from opentelemetry import trace
 from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
 from middlewares.base import Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
-from workflows.context import RunContext
-from workflows.state import ThreadState, apply_update
+from middlewares.context import RunContext
+from vocabulary.state import ThreadState, apply_update
 
 JUMP_TARGETS = frozenset({"model", "end"})
 TRACER_NAME = "hartflow.middleware"

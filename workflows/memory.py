@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from langchain_core.messages import AIMessage
 
 from middlewares._model_call import prompt_request
-from workflows.contracts import (
+from vocabulary.contracts import (
     MEMORY_ENQUEUE_SIGNAL,
     MEMORY_READ,
     MEMORY_SAVE,
@@ -37,8 +37,8 @@ from workflows.contracts import (
     MemorySaveInput,
     MemoryWorkflowInput,
 )
+from vocabulary.messages import message_text
 from workflows.memory_update import MemoryUpdateError, apply_update, parse_update, update_prompt
-from workflows.messages import message_text
 
 SEEN_IDS_KEPT = 100
 """Enough to recognise a retried enqueue; a run's enqueue retries within seconds."""

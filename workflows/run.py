@@ -32,12 +32,12 @@ with workflow.unsafe.imports_passed_through():
 
 from middlewares.base import Command, Middleware, ModelRequest, ToolCallRequest, ToolResult
 from middlewares.chain import build_lead_chain, describe
+from middlewares.context import ActivityOptions, TemporalRunContext
 from middlewares.dangling_tool_call import invalid_call_result
 from middlewares.llm_error_handling import model_retry_policy, retry_budget
+from middlewares.run_settings import RunSettings
 from middlewares.token_usage import TokenUsageMiddleware
-from workflows import search_attributes as sa
-from workflows.context import ActivityOptions, TemporalRunContext
-from workflows.contracts import (
+from vocabulary.contracts import (
     LLM_RETRY_SIGNAL,
     MODEL_INVOKE,
     THREAD_COMMIT,
@@ -53,20 +53,8 @@ from workflows.contracts import (
     ToolCallInput,
     ToolCallOutput,
 )
-from workflows.delegation import (
-    SUBAGENT_STATUS_KEY,
-    SUBAGENT_WORKFLOW_NAME,
-    TASK_TOOL_NAME,
-    SubagentTask,
-    UnknownSubagentTypeError,
-    child_workflow_id,
-    finished_child_message,
-    interrupted_child_message,
-    subagent_task,
-    task_result_message,
-)
-from workflows.dispatcher import Dispatcher
-from workflows.human_input import (
+from vocabulary.delegation import SUBAGENT_STATUS_KEY, TASK_TOOL_NAME, task_result_message
+from vocabulary.human_input import (
     InvalidReplyError,
     Reply,
     parse_reply,
@@ -74,13 +62,23 @@ from workflows.human_input import (
     response_message,
     validate_reply,
 )
-from workflows.messages import message_text
-from workflows.paths import InvalidIdError, validate_thread_id, validate_user_id
+from vocabulary.messages import message_text
+from vocabulary.paths import InvalidIdError, validate_thread_id, validate_user_id
+from vocabulary.state import StateUpdate, ThreadState, apply_update
+from vocabulary.tools import ToolCatalog
+from vocabulary.transcript import MessageHasher, TranscriptCursor
+from workflows import search_attributes as sa
+from workflows.delegation import (
+    SUBAGENT_WORKFLOW_NAME,
+    SubagentTask,
+    UnknownSubagentTypeError,
+    child_workflow_id,
+    finished_child_message,
+    interrupted_child_message,
+    subagent_task,
+)
+from workflows.dispatcher import Dispatcher
 from workflows.prompt import SYSTEM_PROMPT
-from workflows.settings import RunSettings
-from workflows.state import StateUpdate, ThreadState, apply_update
-from workflows.tools import ToolCatalog
-from workflows.transcript import MessageHasher, TranscriptCursor
 
 WORKFLOW_NAME = "HartflowRun"
 WORKFLOW_ID_PREFIX = "hartflow-"

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from workflows.contracts import (
+from vocabulary.contracts import (
     SANDBOX_INVENTORY,
     SANDBOX_RELEASE,
     SANDBOX_RUN_STATES,

@@ -21,10 +21,10 @@ with workflow.unsafe.imports_passed_through():
     from langchain_core.messages import HumanMessage
 
 from middlewares.chain import build_subagent_chain
+from vocabulary.state import ThreadState
+from vocabulary.tools import ToolCatalog
 from workflows.delegation import SUBAGENT_WORKFLOW_NAME, usage_of
 from workflows.run import RunInput, RunView, RunWorkflow
-from workflows.state import ThreadState
-from workflows.tools import ToolCatalog
 
 
 @workflow.defn(name=SUBAGENT_WORKFLOW_NAME)

@@ -20,7 +20,7 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 
 from activities.models.scripted import Script, ScriptedChatModel, ScriptError, load_script
-from workflows.contracts import ModelPurpose
+from vocabulary.contracts import ModelPurpose
 
 __all__ = [
     "CallCoordinates",

@@ -54,7 +54,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
-from workflows.contracts import ModelPurpose
+from vocabulary.contracts import ModelPurpose
 
 __all__ = [
     "APIStatusError",

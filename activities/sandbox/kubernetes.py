@@ -40,8 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
 from activities.sandbox.remote import HEALTH_PATH, TOKEN_ENV, RemoteSandbox
-from workflows.contracts import SandboxRecord
-from workflows.paths import VIRTUAL_PATH_PREFIX, InvalidIdError, thread_dir
+from vocabulary.contracts import SandboxRecord
+from vocabulary.paths import VIRTUAL_PATH_PREFIX, InvalidIdError, thread_dir
 
 # -- configuration (``sandbox.kubernetes`` in hartflow.yaml) ------------------------------------------------
 

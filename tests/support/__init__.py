@@ -19,15 +19,15 @@ from temporalio.exceptions import ActivityError, RetryState
 
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_store import FilesystemThreadStore
+from middlewares.context import ActivityOptions, RunContext
+from middlewares.run_settings import RunSettings
 from tests.support.history import fill_transcript_messages
+from vocabulary.contracts import ModelCallInput, ThreadRef
 from workers.config import HartflowConfig, load_config
 from workers.payloads import client_for
 from workers.worker import build_worker
 from workflows import search_attributes as sa
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import ModelCallInput, ThreadRef
 from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
-from workflows.settings import RunSettings
 
 
 def unique(prefix: str) -> str:

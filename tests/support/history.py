@@ -16,7 +16,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from workflows.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 
 
 async def chain_histories(client: Client, workflow_id: str, first_run_id: str) -> list[list[Any]]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 
 from middlewares.base import Middleware
-from workflows.context import RunContext
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.state import StateUpdate, ThreadState
 
 
 class FailOnFinalAnswer(Middleware):

@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 
-from workflows.circuit_breaker import BreakerReport, Phase
-from workflows.state import ThreadState
+from vocabulary.breaker import BreakerReport, Phase
+from vocabulary.state import ThreadState
 
 THREAD_LOAD = "thread.load"
 THREAD_COMMIT = "thread.commit"
@@ -113,7 +113,7 @@ class ModelCallInput:
 
 @dataclass
 class TranscriptRef:
-    """A model request's message list as content-addressed blobs of the thread (``workflows/transcript.py``).
+    """A model request's message list as content-addressed blobs of the thread (``vocabulary/transcript.py``).
 
     The list is the first ``keep`` messages of the stored manifest ``base`` followed by ``append``; the
     activity stores ``bodies`` (the messages the store may not have yet), then the manifest of the new list,

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
-from workflows.contracts import ThreadRef
+from vocabulary.contracts import ThreadRef
 
 if TYPE_CHECKING:
     # Only a type here: middleware config models are imported by the settings, and middlewares import this.
-    from workflows.settings import RunSettings
+    from middlewares.run_settings import RunSettings
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows.messages import add_messages
+from vocabulary.messages import add_messages
 
 StateUpdate = dict[str, Any]
 """A hook's return value: channel name → value, plus the control key ``jump_to``."""

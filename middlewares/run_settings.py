@@ -8,7 +8,7 @@ from datetime import timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from middlewares.settings import MiddlewareSettings
-from workflows.delegation import SubagentsSettings
+from vocabulary.delegation import SubagentsSettings
 
 
 class _Strict(BaseModel):

@@ -17,8 +17,8 @@ from middlewares.base import (
     ToolHandler,
     ToolResult,
 )
-from workflows.context import RunContext
-from workflows.state import StateUpdate, ThreadState
+from middlewares.context import RunContext
+from vocabulary.state import StateUpdate, ThreadState
 
 
 class _Recorder(Middleware):

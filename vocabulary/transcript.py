@@ -3,7 +3,7 @@
 Sending the whole message list with every model call makes each turn's history cost grow with the conversation
 (O(n) per turn, O(n²) per run). Instead, every message is identified by the sha256 of its canonical JSON, a
 list of messages by the sha256 of its ids (its *manifest*), and the run remembers the list it sent last. The next
-request is a :class:`~workflows.contracts.TranscriptRef`: the previous manifest, how long a prefix of it still
+request is a :class:`~vocabulary.contracts.TranscriptRef`: the previous manifest, how long a prefix of it still
 holds, the ids after that prefix, and the bodies of only the messages the previous request did not carry. The
 model activity (``activities/transcripts.py``) stores new bodies and the new manifest in the thread's blob store
 before calling the model, so a later request — on any worker, after any crash — can build on it.
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage
 
-from workflows.contracts import ThreadRef, TranscriptRef
+from vocabulary.contracts import ThreadRef, TranscriptRef
 
 
 def canonical_json(message: BaseMessage) -> str:

@@ -7,10 +7,10 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 
 from middlewares.base import Middleware
+from middlewares.context import ActivityOptions, RunContext
 from middlewares.sandbox import state_sandbox_id
-from workflows.context import ActivityOptions, RunContext
-from workflows.contracts import TOOL_EXECUTE, ToolCallInput, ToolCallOutput
-from workflows.state import StateUpdate, ThreadState
+from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput, ToolCallOutput
+from vocabulary.state import StateUpdate, ThreadState
 
 AFTER_AGENT_STARTED = "after-agent-started"
 """Created in the sandbox's workspace by the first attempt of the after_agent work, which then hangs."""
