@@ -4,10 +4,10 @@ for the transport, header and failure cases no published server covers.
     python -m tests.support.mcp_test_server --port PORT --marker PATH     (streamable HTTP)
     python -m tests.support.mcp_test_server --marker PATH                 (stdio)
 
-Tools: ``whoami`` (is the ``X-Api-Key`` header the value of ``$EXPECTED_API_KEY``? answers yes or no, never the
-key), ``crash_once`` (the first call kills the process mid-call, leaving ``--marker``; later calls answer),
-``hang`` (never answers), ``pid`` (the server's process id), ``picture`` (a PNG image block and a text resource), ``refuse`` (an ``isError``
-result) and ``report`` (a long text).
+Tools: ``whoami`` (is the ``X-Api-Key`` header the value of ``$EXPECTED_API_KEY``? answers yes or no, never
+the key), ``crash_once`` (the first call kills the process mid-call, leaving ``--marker``; later calls answer),
+``hang`` (never answers), ``pid`` (the server's process id), ``picture`` (a PNG image block and a text
+resource), ``refuse`` (an ``isError`` result) and ``report`` (a long text).
 """
 
 from __future__ import annotations
