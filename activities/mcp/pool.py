@@ -50,7 +50,7 @@ class PooledSession:
             ) from None
         if self._session is None:
             error = self._error
-            detail = f"{type(error).__name__}: {_message(error)}" if error is not None else "it exited"
+            detail = _describe(error) if error is not None else "it exited"
             raise McpUnavailableError(
                 redact(f"MCP server {self.server.name!r} cannot start: {detail}", self.server.secrets)
             )
@@ -110,11 +110,11 @@ async def _transport(server: ResolvedServer, stack: contextlib.AsyncExitStack) -
             yield streams
 
 
-def _message(error: BaseException) -> str:
-    """The innermost useful text of an error (anyio wraps transport failures in exception groups)."""
+def _describe(error: BaseException) -> str:
+    """``Class: message`` of the innermost error (anyio wraps transport failures in exception groups)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    return str(error) or type(error).__name__
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
 class McpSessionPool:
@@ -156,4 +156,4 @@ class McpSessionPool:
 def describe_failure(server: ResolvedServer, exc: BaseException) -> str:
     if isinstance(exc, McpUnavailableError):
         return str(exc)
-    return redact(f"MCP server {server.name!r} failed: {type(exc).__name__}: {_message(exc)}", server.secrets)
+    return redact(f"MCP server {server.name!r} failed: {_describe(exc)}", server.secrets)
