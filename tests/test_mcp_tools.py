@@ -107,7 +107,9 @@ async def test_time_and_git_tools_run_through_pooled_stdio_sessions(
         ],
     )
     async with running_worker(client, config):
-        handle = await start_run(client, config, "what time is it, and what is in the repo?", model=model, thread_id=thread)
+        handle = await start_run(
+            client, config, "what time is it, and what is in the repo?", model=model, thread_id=thread
+        )
         view = await settle(handle)
         events = await history_events(handle)
         progress = await handle.query("events", result_type=list[dict[str, Any]])
@@ -161,7 +163,11 @@ async def test_http_transport_headers_from_the_environment_images_and_budget(
     config = make_config(
         home,
         temporal_address,
-        mcp={"servers": {"web": {"type": "http", "url": http_server.url, "headers": {"X-Api-Key": "$HARTFLOW_TEST_MCP_KEY"}}}},
+        mcp={
+            "servers": {
+                "web": {"type": "http", "url": http_server.url, "headers": {"X-Api-Key": "$HARTFLOW_TEST_MCP_KEY"}}
+            }
+        },
     )
     thread = unique("mcp-http")
     model = write_script(
@@ -263,9 +269,13 @@ async def test_tool_search_defers_mcp_tools_and_mcp_routing_promotes_the_best_ma
     model = write_script(
         home,
         [
-            calls(tool_call("time_convert_time", "x0", source_timezone="UTC", time="12:00", target_timezone="Asia/Tokyo")),
+            calls(
+                tool_call("time_convert_time", "x0", source_timezone="UTC", time="12:00", target_timezone="Asia/Tokyo")
+            ),
             calls(tool_call("tool_search", "s1", query="select:time_convert_time")),
-            calls(tool_call("time_convert_time", "x1", source_timezone="UTC", time="12:00", target_timezone="Asia/Tokyo")),
+            calls(
+                tool_call("time_convert_time", "x1", source_timezone="UTC", time="12:00", target_timezone="Asia/Tokyo")
+            ),
             answer("converted"),
         ],
     )

@@ -79,9 +79,7 @@ class McpActivities:
         except Exception as exc:
             await self.pool.discard(pooled)
             raise ApplicationError(describe_failure(server, exc), type="McpTransportError") from None
-        rendered = await asyncio.to_thread(
-            render, result, tool_name=input.name, thread=input.thread, files=self._files
-        )
+        rendered = await asyncio.to_thread(render, result, tool_name=input.name, thread=input.thread, files=self._files)
         text = redact(rendered.text, server.secrets)
         return McpCallOutput(text, is_error=result.is_error, viewed_images=rendered.viewed_images)
 

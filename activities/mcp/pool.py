@@ -45,9 +45,7 @@ class PooledSession:
             await asyncio.wait_for(self._ready.wait(), timeout)
         except TimeoutError:
             await self.close(grace=0)
-            raise McpUnavailableError(
-                f"MCP server {self.server.name!r} did not start within {timeout:g} s"
-            ) from None
+            raise McpUnavailableError(f"MCP server {self.server.name!r} did not start within {timeout:g} s") from None
         if self._session is None:
             error = self._error
             detail = _describe(error) if error is not None else "it exited"

@@ -28,8 +28,9 @@ class McpServerSettings(BaseModel):
     type: Literal["stdio", "sse", "http"] = Field("stdio", description="transport; DeerFlow's default is stdio")
     command: str | None = Field(None, description="stdio: the executable to start")
     args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="stdio: extra environment; '$NAME' reads the "
-                                "worker's NAME")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="stdio: extra environment; '$NAME' reads the worker's NAME"
+    )
     url: str | None = Field(None, description="sse/http: the endpoint")
     headers: dict[str, str] = Field(default_factory=dict, description="sse/http: '$NAME' reads the worker's NAME")
     description: str = ""
@@ -125,9 +126,7 @@ class ResolvedServer(BaseModel):
 
     def fingerprint(self) -> str:
         """The pool key: the same server config with the same resolved values shares one session."""
-        return json.dumps(
-            [self.name, self.settings.model_dump(mode="json"), self.env, self.headers], sort_keys=True
-        )
+        return json.dumps([self.name, self.settings.model_dump(mode="json"), self.env, self.headers], sort_keys=True)
 
 
 def resolve(name: str, settings: McpServerSettings, environ: Mapping[str, str] | None = None) -> ResolvedServer:

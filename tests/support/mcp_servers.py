@@ -31,8 +31,13 @@ def our_server_stdio(marker: Path) -> dict[str, Any]:
 def make_repository(path: Path) -> Path:
     """A git repository with one commit, made with the git CLI."""
     path.mkdir(parents=True)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com",
-           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.com"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.com",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.com",
+    }
     (path / "README.md").write_text("hello\n", encoding="utf-8")
     for command in (["init", "-q"], ["add", "README.md"], ["commit", "-q", "-m", "the first commit"]):
         subprocess.run(["git", *command], cwd=path, env=env, check=True)
@@ -69,8 +74,15 @@ class SupervisedHttpServer:
             time.sleep(0.05)
 
     def _supervise(self) -> None:
-        command = [sys.executable, "-m", "tests.support.mcp_test_server", "--port", str(self.port),
-                   "--marker", str(self.marker)]
+        command = [
+            sys.executable,
+            "-m",
+            "tests.support.mcp_test_server",
+            "--port",
+            str(self.port),
+            "--marker",
+            str(self.marker),
+        ]
         while not self._stopping.is_set():
             self._process = subprocess.Popen(command, env=self._env, stdout=self._log, stderr=self._log)
             self.starts += 1
