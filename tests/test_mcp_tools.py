@@ -82,6 +82,17 @@ async def test_time_and_git_tools_run_through_pooled_stdio_sessions(
     config = make_config(
         home,
         temporal_address,
+        run={
+            "middlewares": {
+                "guardrails": {
+                    "enabled": True,
+                    "provider": {
+                        "use": "deerflow.guardrails.builtin:AllowlistProvider",
+                        "config": {"denied_tools": ["git_git_reset"]},
+                    },
+                }
+            }
+        },
         mcp={
             "config_file": str(extensions),
             "servers": {
@@ -102,7 +113,7 @@ async def test_time_and_git_tools_run_through_pooled_stdio_sessions(
                 tool_call("ours_pid", "p1"),
             ),
             calls(tool_call("ours_pid", "p2"), tool_call("time_get_current_time", "t2", timezone="Nowhere/Atlantis")),
-            calls(tool_call("ours_refuse", "r1")),
+            calls(tool_call("ours_refuse", "r1"), tool_call("git_git_reset", "d1", repo_path=str(repository))),
             answer("done"),
         ],
     )
@@ -117,7 +128,8 @@ async def test_time_and_git_tools_run_through_pooled_stdio_sessions(
 
     names = [name for name, _ in scheduled_activities(events)]
     assert names.count("mcp.list_tools") == 1, "discovery runs once per run"
-    assert names.count("mcp.call_tool") == 6 and "tool.execute" not in names
+    assert names.count("mcp.call_tool") == 6, "the guardrail's denial never reached the server"
+    assert "tool.execute" not in names
     requests = await scheduled_inputs(client, events, "model.invoke", ModelCallInput)
     offered = {tool["function"]["name"] for tool in requests[0].tools}
     assert {"time_get_current_time", "time_convert_time", "git_git_log", "git_git_status", "ours_pid"} <= offered
@@ -135,6 +147,10 @@ async def test_time_and_git_tools_run_through_pooled_stdio_sessions(
         "Continue with available context, or choose an alternative tool."
     )
     assert results["r1"].additional_kwargs["deerflow_tool_meta"]["source"] == "exception"
+    assert results["d1"].status == "error"
+    assert results["d1"].content.startswith(
+        "Guardrail denied: tool 'git_git_reset' was blocked (oap.tool_not_allowed)."
+    )
 
     [unavailable] = [e for e in progress if e["kind"] == "mcp_server_unavailable"]
     assert unavailable["server"] == "broken"
