@@ -4,6 +4,7 @@ streamable HTTP. A scripted model drives every run."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from collections.abc import Iterator
@@ -37,6 +38,7 @@ from tests.support.mcp_servers import (
     our_server_stdio,
     time_server,
 )
+from tests.support.mcp_test_server import tiny_png
 from workers.config import HartflowConfig
 from workflows.contracts import McpCallInput, ModelCallInput, ThreadRef
 from workflows.state import ThreadState
@@ -179,6 +181,7 @@ async def test_http_transport_headers_from_the_environment_images_and_budget(
     config = make_config(
         home,
         temporal_address,
+        run={"model_capabilities": {"vision": True}},
         mcp={
             "servers": {
                 "web": {"type": "http", "url": http_server.url, "headers": {"X-Api-Key": "$HARTFLOW_TEST_MCP_KEY"}}
@@ -197,6 +200,7 @@ async def test_http_transport_headers_from_the_environment_images_and_budget(
         handle = await start_run(client, config, "who am I?", model=model, thread_id=thread)
         view = await settle(handle)
         history = (await handle.fetch_history()).to_json()
+        events = await history_events(handle)
     assert view.status == "completed"
     state, results = _results(home, config, thread)
     assert results["w1"].content == "authorized", "the header reached the server with the environment's value"
@@ -210,6 +214,11 @@ async def test_http_transport_headers_from_the_environment_images_and_budget(
         "[resource memo://dot]\ndrawn at 1x1"
     )
     assert results["b1"].content.startswith("[Full web_report output saved to /mnt/user-data/outputs/.tool-results/")
+    requests = await scheduled_inputs(client, events, "model.invoke", ModelCallInput)
+    [shown] = [m for m in requests[1].messages if str(m.id).startswith("view-image-context:")]
+    urls = [block["image_url"]["url"] for block in shown.content if isinstance(block, dict) and "image_url" in block]
+    assert urls == [f"data:image/png;base64,{base64.b64encode(tiny_png()).decode()}"], "ViewImage showed the image"
+    assert not any(str(m.id).startswith("view-image-context:") for m in state.messages), "and took it away again"
 
     assert SECRET not in history
     assert SECRET not in caplog.text
@@ -330,3 +339,23 @@ async def test_runs_without_mcp_servers_never_discover(client: Client, home: Pat
         await settle(handle)
         events = await history_events(handle)
     assert not any(name.startswith("mcp.") for name, _ in scheduled_activities(events))
+
+
+async def test_a_continued_run_keeps_the_tools_it_discovered(client: Client, home: Path, temporal_address: str) -> None:
+    config = make_config(home, temporal_address, mcp={"servers": {"time": time_server()}})
+    thread = unique("mcp-long")
+    # Distinct zones: LoopDetection stops a run that repeats the same call.
+    zones = ["UTC", *(f"Etc/GMT+{h}" for h in range(1, 13)), *(f"Etc/GMT-{h}" for h in range(1, 13))]
+    turns = [calls(tool_call("time_get_current_time", f"t{n}", timezone=zone)) for n, zone in enumerate(zones)]
+    model = write_script(home, [*turns, answer("long day")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "what time is it, again and again?", model=model, thread_id=thread)
+        view = await handle.result()  # follows the continue-as-new chain to the last run
+        runs = [run async for run in client.list_workflows(f"WorkflowId = '{handle.id}'")]
+        histories = [await history_events(client.get_workflow_handle(handle.id, run_id=run.run_id)) for run in runs]
+    assert view.status == "completed" and view.final_message == "long day"
+    assert len(runs) >= 2, "the run continued as new (the dev server suggests it after 150 events)"
+    discoveries = [[name for name, _ in scheduled_activities(events)].count("mcp.list_tools") for events in histories]
+    assert sorted(discoveries) == [0] * (len(runs) - 1) + [1], "only the first run asked the server"
+    _, results = _results(home, config, thread)
+    assert all(results[f"t{n}"].status == "success" for n in range(25))
