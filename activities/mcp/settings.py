@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -156,7 +156,3 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
         text = text.replace(secret, "***")
     return text
 
-
-def describe_server(name: str, settings: McpServerSettings) -> dict[str, Any]:
-    """What ``hartflow tools list`` may show about a server: never env or header values."""
-    return {"server": name, "type": settings.type, "description": settings.description}
