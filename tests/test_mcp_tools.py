@@ -359,3 +359,19 @@ async def test_a_continued_run_keeps_the_tools_it_discovered(client: Client, hom
     assert sorted(discoveries) == [0] * (len(runs) - 1) + [1], "only the first run asked the server"
     _, results = _results(home, config, thread)
     assert all(results[f"t{n}"].status == "success" for n in range(25))
+
+
+async def test_the_mcp_bench_measures_calls_and_discovery(temporal_address: str, tmp_path: Path) -> None:
+    from bench.mcp_calls import measure
+
+    table = await measure(temporal_address, tmp_path, turns=2, runs=2, direct=3)
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert [row.split("|")[1].strip() for row in rows] == [
+        "MCP tool call (`mcp-server-time`, stdio)",
+        "direct: `mcp` client, one session, in a loop",
+        "hartflow: `mcp.call_tool` activity, pooled session",
+        "discovery per run (`mcp.list_tools`)",
+        "1 server",
+        "5 servers",
+    ]
+    assert rows[2].split("|")[2].strip() == "4", "two runs of two calls each"
