@@ -125,7 +125,8 @@ async def _all_tools(session: ClientSession) -> list[types.Tool]:
 
 
 def _read_timeout() -> float | None:
-    """The attempt's remaining time: a server that never answers fails the attempt before Temporal times it out."""
+    """The attempt's timeout, as the MCP read timeout too: a call that never answers ends with the attempt even if
+    Temporal's cancellation of the timed-out attempt is late to arrive."""
     if not activity.in_activity():
         return None
     timeout = activity.info().start_to_close_timeout
