@@ -281,6 +281,49 @@ async def test_a_server_that_never_answers_times_out_into_an_error_result(
     assert results["w1"].content == "unauthorized", "the same server still answers after the abandoned call"
 
 
+async def test_sse_transport_and_a_stdio_server_that_dies_mid_call(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARTFLOW_TEST_MCP_KEY", SECRET)
+    (tmp_path / "sse").mkdir()
+    sse = SupervisedHttpServer(tmp_path / "sse", env={"EXPECTED_API_KEY": SECRET}, sse=True)
+    sse.start()
+    try:
+        config = make_config(
+            home,
+            temporal_address,
+            run={"tool_call": {"heartbeat_seconds": 5, "max_attempts": 3}},
+            mcp={
+                "servers": {
+                    "legacy": {"type": "sse", "url": sse.url, "headers": {"X-Api-Key": "$HARTFLOW_TEST_MCP_KEY"}},
+                    "local": our_server_stdio(tmp_path / "stdio-crashed"),
+                }
+            },
+        )
+        thread = unique("mcp-sse")
+        model = write_script(
+            home,
+            [
+                calls(tool_call("legacy_whoami", "w1"), tool_call("local_pid", "p1")),
+                calls(tool_call("local_crash_once", "c1")),
+                calls(tool_call("local_pid", "p2")),
+                answer("fine"),
+            ],
+        )
+        async with running_worker(client, config):
+            handle = await start_run(client, config, "who and where?", model=model, thread_id=thread)
+            view = await settle(handle)
+            history = (await handle.fetch_history()).to_json()
+    finally:
+        sse.stop()
+    assert view.status == "completed"
+    _, results = _results(home, config, thread)
+    assert results["w1"].content == "authorized"
+    assert results["c1"].content == "answered after a restart", "the retry started the stdio server again"
+    assert results["p1"].content != results["p2"].content, "a new process serves the calls after the crash"
+    assert SECRET not in history
+
+
 async def test_tool_search_defers_mcp_tools_and_mcp_routing_promotes_the_best_match(
     client: Client, home: Path, temporal_address: str
 ) -> None:

@@ -45,10 +45,12 @@ def make_repository(path: Path) -> Path:
 
 
 class SupervisedHttpServer:
-    """Our test server over streamable HTTP, started again whenever it exits (as a process manager would)."""
+    """Our test server over streamable HTTP (or SSE), started again whenever it exits (as a process manager
+    would)."""
 
-    def __init__(self, directory: Path, *, env: dict[str, str]) -> None:
+    def __init__(self, directory: Path, *, env: dict[str, str], sse: bool = False) -> None:
         self.port = free_port()
+        self.sse = sse
         self.marker = directory / "crashed"
         self._env = {**os.environ, **env}
         self._log = (directory / "mcp-http.log").open("ab")
@@ -59,7 +61,7 @@ class SupervisedHttpServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}/sse" if self.sse else f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> SupervisedHttpServer:
         self._thread.start()
@@ -82,6 +84,7 @@ class SupervisedHttpServer:
             str(self.port),
             "--marker",
             str(self.marker),
+            *(["--sse"] if self.sse else []),
         ]
         while not self._stopping.is_set():
             self._process = subprocess.Popen(command, env=self._env, stdout=self._log, stderr=self._log)

@@ -2,6 +2,7 @@
 for the transport, header and failure cases no published server covers.
 
     python -m tests.support.mcp_test_server --port PORT --marker PATH     (streamable HTTP)
+    python -m tests.support.mcp_test_server --port PORT --sse --marker PATH (SSE)
     python -m tests.support.mcp_test_server --marker PATH                 (stdio)
 
 Tools: ``whoami`` (is the ``X-Api-Key`` header the value of ``$EXPECTED_API_KEY``? answers yes or no, never
@@ -84,12 +85,15 @@ def build(marker: Path) -> MCPServer:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, help="serve streamable HTTP on this port (default: stdio)")
+    parser.add_argument("--port", type=int, help="serve HTTP on this port (default: stdio)")
+    parser.add_argument("--sse", action="store_true", help="with --port: the SSE transport, not streamable HTTP")
     parser.add_argument("--marker", type=Path, required=True)
     args = parser.parse_args()
     server = build(args.marker)
     if args.port is None:
         server.run("stdio")
+    elif args.sse:
+        server.run("sse", host="127.0.0.1", port=args.port)
     else:
         server.run("streamable-http", host="127.0.0.1", port=args.port)
 
