@@ -15,6 +15,7 @@ logged at run start and exposed by the run's ``chain`` query.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 
 from middlewares.base import Middleware
 from middlewares.clarification import ClarificationMiddleware
@@ -24,6 +25,7 @@ from middlewares.dynamic_context import DynamicContextMiddleware
 from middlewares.guardrail import GuardrailMiddleware
 from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
 from middlewares.loop_detection import LoopDetectionMiddleware
+from middlewares.mcp_routing import McpRoutingMiddleware
 from middlewares.memory import MemoryMiddleware
 from middlewares.run_settings import RunSettings
 from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
@@ -40,6 +42,7 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
+from vocabulary.tools import ToolSpec
 
 
 def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: bool = True) -> list[Middleware]:
@@ -62,8 +65,9 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     return chain
 
 
-def lead_tail(settings: RunSettings) -> list[Middleware]:
-    """The lead agent's segment (reference §1.2). Clarification is always last."""
+def lead_tail(settings: RunSettings, *, mcp_tools: Sequence[ToolSpec] = ()) -> list[Middleware]:
+    """The lead agent's segment (reference §1.2). Clarification is always last. ``mcp_tools``: the run's
+    discovered MCP tools, deferred (with McpRouting right before DeferredToolFilter) when tool_search is on."""
     mws = settings.middlewares
     chain: list[Middleware] = [
         DynamicContextMiddleware(mws.dynamic_context),  # always: the system prompt stays static
@@ -79,8 +83,7 @@ def lead_tail(settings: RunSettings) -> list[Middleware]:
     chain.append(MemoryMiddleware(mws.memory))  # always: it checks its own ``enabled`` when the run ends
     if settings.model_capabilities.vision:
         chain.append(ViewImageMiddleware())
-    if mws.tool_search.enabled and mws.tool_search.deferred:
-        chain.append(DeferredToolFilterMiddleware(mws.tool_search))
+    chain.extend(_deferred_tools(settings, mcp_tools))
     if settings.subagent_enabled:
         chain.append(SubagentLimitMiddleware(settings.subagents))  # it also brings the ``task`` tool
     if mws.loop_detection.enabled:
@@ -91,6 +94,18 @@ def lead_tail(settings: RunSettings) -> list[Middleware]:
         chain.append(SafetyFinishReasonMiddleware.from_config(mws.safety_finish_reason))
     chain.append(ClarificationMiddleware(non_interactive=settings.non_interactive))
     return chain
+
+
+def _deferred_tools(settings: RunSettings, mcp_tools: Sequence[ToolSpec]) -> list[Middleware]:
+    """McpRouting (when MCP tools are deferred) and DeferredToolFilter (when anything is), in that order."""
+    search = settings.middlewares.tool_search
+    deferred_mcp = list(mcp_tools) if search.enabled else []
+    if not (search.enabled and (search.deferred or deferred_mcp)):
+        return []
+    deferred = DeferredToolFilterMiddleware(search, mcp_tools=deferred_mcp)
+    if not deferred_mcp:
+        return [deferred]
+    return [McpRoutingMiddleware(deferred_mcp, deferred.catalog.hash, search.auto_promote_top_k), deferred]
 
 
 def subagent_tail(settings: RunSettings) -> list[Middleware]:
@@ -112,8 +127,8 @@ def subagent_tail(settings: RunSettings) -> list[Middleware]:
     return chain
 
 
-def build_lead_chain(settings: RunSettings) -> list[Middleware]:
-    return [*runtime_base(settings, include_uploads=True), *lead_tail(settings)]
+def build_lead_chain(settings: RunSettings, *, mcp_tools: Sequence[ToolSpec] = ()) -> list[Middleware]:
+    return [*runtime_base(settings, include_uploads=True), *lead_tail(settings, mcp_tools=mcp_tools)]
 
 
 def build_subagent_chain(settings: RunSettings) -> list[Middleware]:

@@ -1,7 +1,8 @@
 """DeferredToolFilter (with ``tool_search`` enabled): deferred tools stay out of the model's tool list until it
 asks for them, which keeps rarely used schemas out of every request.
 
-The tools named in ``tool_search.deferred`` form the deferred catalog; its hash (sha256 of the sorted name +
+The tools named in ``tool_search.deferred`` and, as in DeerFlow, every MCP tool of the run form the deferred
+catalog; its hash (sha256 of the sorted name +
 schema list, 16 hex digits, DeerFlow's ``DeferredToolCatalog.hash``) scopes promotions, so a changed catalog
 starts over. The system message lists their names in ``<available-deferred-tools>`` (the same every call).
 
@@ -57,12 +58,16 @@ TOOL_SEARCH_TOOL = ToolSpec(
 
 
 class ToolSearchConfig(BaseModel):
-    """DeerFlow's ``tool_search`` section; hartflow defers named built-in tools (DeerFlow defers MCP tools)."""
+    """DeerFlow's ``tool_search`` section: MCP tools are deferred (DeerFlow's behaviour), and so are the built-in
+    tools named in ``deferred``."""
 
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = False
     deferred: list[str] = Field(default_factory=list, description="built-in tools hidden until tool_search")
+    auto_promote_top_k: int = Field(
+        3, description="McpRouting promotes this many MCP tools matching the latest user message (clamped to 1-5)"
+    )
 
     @field_validator("deferred")
     @classmethod
@@ -132,8 +137,9 @@ class DeferredCatalog:
 
 
 class DeferredToolFilterMiddleware(Middleware):
-    def __init__(self, config: ToolSearchConfig) -> None:
-        self.catalog = DeferredCatalog(_DEFERRABLE[name] for name in dict.fromkeys(config.deferred))
+    def __init__(self, config: ToolSearchConfig, *, mcp_tools: Iterable[ToolSpec] = ()) -> None:
+        builtin = [_DEFERRABLE[name] for name in dict.fromkeys(config.deferred)]
+        self.catalog = DeferredCatalog([*builtin, *mcp_tools])
 
     def tools(self) -> list[ToolSpec]:
         return [TOOL_SEARCH_TOOL]

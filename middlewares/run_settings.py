@@ -56,6 +56,11 @@ class RunSettings(_Strict):
     tool_call: ToolCallSettings = Field(default_factory=ToolCallSettings)
     model_capabilities: ModelCapabilities = Field(default_factory=ModelCapabilities)
     middlewares: MiddlewareSettings = Field(default_factory=MiddlewareSettings)
+    mcp_servers: list[str] = Field(
+        default_factory=list,
+        description="the enabled MCP servers whose tools this run gets; filled in from mcp.servers and "
+        "mcp.config_file (setting it under run: is an error)",
+    )
     extensions: list[str] = Field(
         default_factory=list,
         description="extra middlewares as 'module:Class' (zero-argument), placed after LoopDetection, before "

@@ -36,7 +36,7 @@ from vocabulary.contracts import (
 )
 from vocabulary.messages import message_text
 from vocabulary.state import StateUpdate, ThreadState
-from vocabulary.tools import ToolSpec
+from vocabulary.tools import MCP_IMAGES_KEY, ToolSpec
 
 TOOL_NAME = "view_image"
 CONTEXT_ID_PREFIX = "view-image-context:"
@@ -84,16 +84,18 @@ def is_image_context(message: BaseMessage) -> bool:
 
 
 def should_inject(messages: Sequence[BaseMessage]) -> bool:
-    """The last AIMessage called ``view_image``, every one of its calls has a result, and the images have not
-    been shown since (as a context message, or the legacy header text)."""
+    """The last AIMessage called ``view_image`` (or an MCP tool that returned images), every one of its calls has
+    a result, and the images have not been shown since (as a context message, or the legacy header text)."""
     index = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], AIMessage)), None)
     if index is None:
         return False
     ai = messages[index]
     assert isinstance(ai, AIMessage)
-    if not any(call.get("name") == TOOL_NAME for call in ai.tool_calls):
-        return False
     after = messages[index + 1 :]
+    # MCP results that carried images record them like view_image does (workflows/mcp_tools.py).
+    mcp_images = any(isinstance(m, ToolMessage) and m.additional_kwargs.get(MCP_IMAGES_KEY) for m in after)
+    if not mcp_images and not any(call.get("name") == TOOL_NAME for call in ai.tool_calls):
+        return False
     answered = {m.tool_call_id for m in after if isinstance(m, ToolMessage)}
     if not {call["id"] for call in ai.tool_calls if call.get("id")} <= answered:
         return False

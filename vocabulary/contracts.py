@@ -44,6 +44,9 @@ MEMORY_ENQUEUE_SIGNAL = "enqueue"
 IMAGE_INSPECT = "image.inspect"
 IMAGE_LOAD = "image.load"
 SKILL_LOAD = "skills.load"
+MCP_LIST_TOOLS = "mcp.list_tools"
+MCP_CALL_TOOL = "mcp.call_tool"
+
 
 ModelPurpose = Literal["agent", "title", "summarization", "memory"]
 
@@ -473,6 +476,55 @@ class SkillLoadResult:
     """Hex digest of the UTF-8 content."""
 
 
+@dataclass
+class McpListToolsInput:
+    servers: list[str]
+    """Names of the servers to ask, as the worker's config spells them."""
+
+
+@dataclass
+class McpToolInfo:
+    server: str
+    name: str
+    """The name the model sees (``<server>_<tool>`` unless the server sets ``tool_name_prefix: false``)."""
+    remote_name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass
+class McpServerTools:
+    server: str
+    tools: list[McpToolInfo] = field(default_factory=list)
+    error: str | None = None
+    """Why the server gave no tools (it could not start, or failed to list): names the server, no secrets."""
+
+
+@dataclass
+class McpListToolsResult:
+    servers: list[McpServerTools]
+
+
+@dataclass
+class McpCallInput:
+    thread: ThreadRef
+    server: str
+    tool: str
+    """The tool's name on the server."""
+    name: str
+    """The tool's name in the run (for file names and messages)."""
+    args: dict[str, Any]
+
+
+@dataclass
+class McpCallOutput:
+    content: str
+    """The result's blocks as text (``activities/mcp/content.py``)."""
+    is_error: bool = False
+    viewed_images: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Images the result carried, stored under the thread's outputs: ``viewed_images`` records (ViewImage's)."""
+
+
 __all__ = [
     "GUARDRAIL_EVALUATE",
     "IMAGE_INSPECT",
@@ -480,6 +532,8 @@ __all__ = [
     "LLM_BREAKER_CHECK",
     "LLM_BREAKER_REPORT",
     "LLM_RETRY_SIGNAL",
+    "MCP_CALL_TOOL",
+    "MCP_LIST_TOOLS",
     "MEMORY_ENQUEUE",
     "MEMORY_ENQUEUE_SIGNAL",
     "MEMORY_LOAD",
@@ -515,6 +569,12 @@ __all__ = [
     "ImageLoadResult",
     "LlmRetryBudget",
     "LlmRetryNotice",
+    "McpCallInput",
+    "McpCallOutput",
+    "McpListToolsInput",
+    "McpListToolsResult",
+    "McpServerTools",
+    "McpToolInfo",
     "MemoryContext",
     "MemoryDocument",
     "MemoryEnqueueInput",

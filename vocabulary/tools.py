@@ -10,6 +10,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+MCP_IMAGES_KEY = "hartflow_mcp_images"
+"""``additional_kwargs`` of an MCP tool's ToolMessage whose result carried images: their paths, recorded in
+``viewed_images`` as ``view_image`` records them, so ViewImage shows them to a vision model."""
+
 _DESCRIPTION_ARG = {
     "type": "string",
     "description": "Explain why you are running this tool in short words. ALWAYS PROVIDE THIS PARAMETER FIRST.",
@@ -29,6 +33,10 @@ class ToolSpec:
     intercepted: bool = False
     """Never executed as an activity: a middleware answers it (``ask_clarification``)."""
     deferred: bool = False
+    server: str | None = None
+    """The MCP server this tool comes from (``workflows/mcp_tools.py``); ``None`` for built-in tools."""
+    remote_name: str | None = None
+    """An MCP tool's name on its server (the run's name carries the server prefix)."""
 
     def schema(self) -> dict[str, Any]:
         """OpenAI function-calling format, which ``bind_tools`` accepts for every provider."""

@@ -756,6 +756,16 @@ def cmd_skills(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_tools(args: argparse.Namespace) -> int:
+    from workers.tools_list import list_tools, print_listing
+
+    listing = await list_tools(_config(args))
+    _emit(args, listing.payload(), lambda: print_listing(listing))
+    for problem in listing.errors:
+        print(f"hartflow: {problem['error']}", file=sys.stderr)
+    return EXIT_FAILED if listing.errors else EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from workers.demo import run_demo
 
@@ -854,6 +864,10 @@ def build_parser() -> argparse.ArgumentParser:
     skills = sub.add_parser("skills", parents=[common], help="the skills users can activate with /skill-name")
     skills.add_argument("action", choices=["list"])
     skills.set_defaults(handler=cmd_skills)
+
+    tools = sub.add_parser("tools", parents=[common], help="the tools a run gets: built-in and MCP, deferred or not")
+    tools.add_argument("action", choices=["list"])
+    tools.set_defaults(handler=cmd_tools)
     return parser
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from activities.mcp.settings import McpSettings
 from activities.sandbox.kubernetes import KubernetesSandboxSettings
 from activities.skills import SkillsSettings
 from activities.storage import ObjectStore
@@ -119,6 +120,17 @@ class HartflowConfig(_Strict):
     run: RunSettings = Field(default_factory=RunSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    mcp: McpSettings = Field(default_factory=McpSettings, description="MCP servers whose tools every run gets")
+
+    @model_validator(mode="after")
+    def _mcp_servers_of_runs(self) -> HartflowConfig:
+        """Runs carry the names of the enabled MCP servers (never their settings: those stay on the worker)."""
+        names = list(self.mcp.enabled())
+        if "mcp_servers" in self.run.model_fields_set and self.run.mcp_servers != names:
+            raise ValueError("run.mcp_servers is not a setting: configure mcp.servers or mcp.config_file")
+        if names:
+            self.run = self.run.model_copy(update={"mcp_servers": names})
+        return self
 
     @property
     def home(self) -> Path:

@@ -26,6 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities.guardrails import GuardrailActivities
 from activities.images import ImageActivities
 from activities.llm_breaker import LlmBreakerActivities
+from activities.mcp.activities import McpActivities
 from activities.memory_queue import MemoryQueueActivities
 from activities.memory_store import MemoryActivities
 from activities.model import ModelActivities
@@ -122,6 +123,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     files = ThreadFiles(objects, config.home, exclude=frozenset(config.storage.sync_exclude))
     images = ImageActivities(files)
     tools = ToolActivities(provider, files=files)
+    mcp = McpActivities(config.mcp.enabled(), files=files)  # one session pool per worker process
     return [
         store.load,
         store.commit,
@@ -131,6 +133,8 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         tools.execute,
         tools.acquire,
         tools.release,
+        mcp.list_tools,
+        mcp.call_tool,
         GuardrailActivities().evaluate,
         ToolOutputActivities(provider, files).externalize,
         ThreadDataActivities(config.home).ensure_dirs,

@@ -34,6 +34,7 @@ from middlewares.base import Command, Middleware, ModelRequest, ToolCallRequest,
 from middlewares.chain import build_lead_chain, describe
 from middlewares.context import ActivityOptions, TemporalRunContext
 from middlewares.dangling_tool_call import invalid_call_result
+from middlewares.deferred_tool_filter import TOOL_SEARCH
 from middlewares.llm_error_handling import model_retry_policy, retry_budget
 from middlewares.run_settings import RunSettings
 from middlewares.token_usage import TokenUsageMiddleware
@@ -44,6 +45,7 @@ from vocabulary.contracts import (
     THREAD_LOAD,
     TOOL_EXECUTE,
     LlmRetryNotice,
+    McpToolInfo,
     ModelCallInput,
     ThreadCommitInput,
     ThreadCommitResult,
@@ -65,8 +67,9 @@ from vocabulary.human_input import (
 from vocabulary.messages import message_text
 from vocabulary.paths import InvalidIdError, validate_thread_id, validate_user_id
 from vocabulary.state import StateUpdate, ThreadState, apply_update
-from vocabulary.tools import ToolCatalog
+from vocabulary.tools import ToolCatalog, ToolSpec
 from vocabulary.transcript import MessageHasher, TranscriptCursor
+from workflows import mcp_tools
 from workflows import search_attributes as sa
 from workflows.delegation import (
     SUBAGENT_WORKFLOW_NAME,
@@ -120,6 +123,8 @@ class CarriedRun:
     """The progress stream (its events and offsets), so a subscriber reads on across the continue-as-new."""
     transcript: TranscriptCursor | None = None
     """The last model request's message ids and manifest: the continued run sends only what is new."""
+    mcp_tools: list[McpToolInfo] | None = None
+    """The MCP tools this run discovered: the continued run keeps them instead of asking the servers again."""
 
 
 @dataclass
@@ -176,9 +181,8 @@ class RunWorkflow:
             settings=input.settings,
         )
         self._chain: list[Middleware] = build_lead_chain(input.settings)
-        self._catalog = ToolCatalog.builtin(
-            exclude=frozenset({"ask_clarification"}) if input.settings.non_interactive else frozenset()
-        ).with_tools(tool for mw in self._chain for tool in mw.tools())
+        self._catalog = self._lead_catalog(input.settings)
+        self._mcp_tools: list[McpToolInfo] | None = None
         self._status: RunStatus = "running"
         self._pending: dict[str, Any] | None = None
         self._reply: Reply | None = None
@@ -201,18 +205,26 @@ class RunWorkflow:
         self._ctx.event_offset = prior.base_offset + len(prior.log) if prior is not None else 0
         self._ctx.publish = lambda event: progress.publish(event.as_dict())
 
+    def _lead_catalog(self, settings: RunSettings, mcp: list[ToolSpec] | None = None) -> ToolCatalog:
+        return (
+            ToolCatalog.builtin(exclude=frozenset({"ask_clarification"}) if settings.non_interactive else frozenset())
+            .with_tools(tool for mw in self._chain for tool in mw.tools())
+            .with_tools(mcp or [])
+        )
+
     # -- the run ------------------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, input: RunInput) -> RunView:
         ctx = self._ctx
-        dispatcher = Dispatcher(self._chain, ctx)
-        if input.carried is None:
-            workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
         problem = input_problem(input) if input.carried is None else None
         # Only a refused input takes the patch: valid runs, and their histories, are unchanged by it.
         if problem is not None and workflow.patched(_INPUT_CHECK_PATCH):
             raise ApplicationError(problem, type="BadInput", non_retryable=True)
+        await self._add_mcp_tools(input)
+        dispatcher = Dispatcher(self._chain, ctx)
+        if input.carried is None:
+            workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
         await self._start(input)
         self._sync_search_attributes()
         failure: BaseException | None = None
@@ -234,6 +246,20 @@ class RunWorkflow:
             failure = failure or exc
         await self._commit()
         return await self._finish(failure)
+
+    async def _add_mcp_tools(self, input: RunInput) -> None:
+        """The configured MCP servers' tools join the catalog (deferred with tool_search), discovered once per
+        run; runs without MCP servers issue no command here."""
+        if not input.settings.mcp_servers:
+            return
+        carried = input.carried.mcp_tools if input.carried is not None else None
+        if carried is None:
+            taken = set(self._catalog.names()) | {TOOL_SEARCH}
+            carried = await mcp_tools.run_tools(self._ctx, list(input.settings.mcp_servers), taken=taken)
+        self._mcp_tools = carried
+        specs = [mcp_tools.tool_spec(tool) for tool in carried]
+        self._chain = build_lead_chain(input.settings, mcp_tools=specs)
+        self._catalog = self._lead_catalog(input.settings, specs)
 
     async def _start(self, input: RunInput) -> None:
         carried = input.carried
@@ -419,6 +445,8 @@ class RunWorkflow:
         self._last_tool = label
         self._update_details()
         ctx.emit("tool_call", tool=name, call_id=call_id, args=preview)
+        if request.tool.server is not None:
+            return await mcp_tools.execute(request, summary=f"tool {label}")
         settings = ctx.settings.tool_call
         sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
         if sandbox_id is None and request.tool.sandbox:
@@ -666,6 +694,7 @@ class RunWorkflow:
             memory={mw.name: memory for mw in self._chain if (memory := mw.export_memory()) is not None},
             stream=self._stream.get_state(),
             transcript=self._transcript,
+            mcp_tools=self._mcp_tools,
         )
         workflow.continue_as_new(
             RunInput(

@@ -1,12 +1,13 @@
 """The subagent workflow: a lead run's ``task`` call, run as a child workflow of that run (``HartflowSubagent``).
 
-It is the run workflow with three differences, made by overriding rather than by touching the loop:
+It is the run workflow with four differences, made by overriding rather than by touching the loop:
 
 * the chain is the subagent chain (``build_subagent_chain``, reference §1.5) and the catalog has neither
   ``ask_clarification`` (no Clarification: a subagent cannot ask the user) nor ``task`` (no recursion);
 * its state is its own: one message list seeded with the task's prompt, never loaded from or committed to the
   thread (no thread commit, no Memory). It shares the thread's files and the lead run's sandbox id, which the
   lead releases;
+* it has no MCP tools (the lead run's are not passed down yet);
 * its status reports the token usage of its model calls (it has no TokenUsage middleware), which the lead adds
   to the dispatching AIMessage through the task result.
 
@@ -41,6 +42,9 @@ class SubagentWorkflow(RunWorkflow):
     @workflow.run
     async def run(self, input: RunInput) -> RunView:
         return await super().run(input)
+
+    async def _add_mcp_tools(self, input: RunInput) -> None:
+        """Subagents get no MCP tools yet: the lead's discovery is not shared with them."""
 
     async def _start(self, input: RunInput) -> None:
         if input.carried is not None:
