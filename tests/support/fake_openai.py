@@ -32,6 +32,7 @@ class Reply:
 class RecordedRequest:
     path: str
     headers: dict[str, str]
+    """Names lower-cased."""
     body: dict[str, Any]
     received_at: float
     """``time.time()`` when the request arrived."""
@@ -122,7 +123,8 @@ class FakeOpenAI:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else {}
-                recorded = RecordedRequest(self.path, dict(self.headers.items()), body, time.time())
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                recorded = RecordedRequest(self.path, headers, body, time.time())
                 if self.path != "/v1/chat/completions":
                     self._send(error_reply(404, f"fake provider: no route {self.path}"))
                     return
