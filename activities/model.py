@@ -116,7 +116,7 @@ class ModelActivities:
             )
             if input.retry_signal is not None and not error.non_retryable:
                 await _notify_retry(info, input.retry_signal, error)
-            if any(secret in str(exc) for secret in secrets if secret):
+            if _mentions(exc, secrets):
                 # The cause would travel into history with its message: send the scrubbed error alone.
                 raise _redacted(error, secrets) from None
             raise error from exc
@@ -142,6 +142,19 @@ class ModelActivities:
             return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
+
+
+def _mentions(exc: BaseException, secrets: Sequence[str]) -> bool:
+    """Whether ``exc`` or an exception it was raised from (its cause chain travels with the failure) quotes a
+    secret."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(secret and secret in str(current) for secret in secrets):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _redacted(error: ApplicationError, secrets: Sequence[str]) -> ApplicationError:

@@ -8,9 +8,16 @@ from typing import Any
 
 import pytest
 import yaml
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
+from activities.model import ModelActivities
 from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, build_model
+from vocabulary.contracts import ModelCallInput
 from workers.cli import run_command
 from workers.config import ConfigError, load_config
 from workers.models import ModelSelectionError, api_models, check_worker_models, select_model
@@ -270,3 +277,33 @@ def test_run_exits_2_when_the_key_is_missing(
 
     assert code == 2
     assert "model 'gpt-5-responses': api_key is $OPENAI_API_KEY, which is not set" in capsys.readouterr().err
+
+
+class KeyQuotingModel(BaseChatModel):
+    """A provider whose SDK error chain quotes the key it was given (in the cause, not the top message)."""
+
+    token: str = ""
+
+    @property
+    def _llm_type(self) -> str:
+        return "key-quoting"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **_: Any) -> ChatResult:
+        try:
+            raise ValueError(f"server rejected token {self.token}")
+        except ValueError as exc:
+            raise PermissionError("Unauthorized: the provider refused the token") from exc
+
+
+async def test_activity_errors_never_carry_a_resolved_secret() -> None:
+    quoting = entry(name="quoting", use=f"{__name__}:KeyQuotingModel", token="$TOKEN")
+    activities = ModelActivities(models=[quoting], environ={"TOKEN": SECRET})
+
+    call = ModelCallInput(model="quoting", messages=[HumanMessage("hi")])
+    with pytest.raises(ApplicationError) as caught:
+        await ActivityEnvironment().run(activities.invoke, call)
+
+    error = caught.value
+    assert (error.type, error.non_retryable, error.details[0]["reason"]) == ("PermissionError", True, "auth")
+    assert error.__cause__ is None, "the cause chain would carry the secret into history"
+    assert SECRET not in error.message
