@@ -9,13 +9,14 @@ from typing import Any
 import pytest
 import yaml
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.model import ModelActivities
+from activities.models import tool_args
 from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, build_model
 from vocabulary.contracts import ModelCallInput
 from workers.cli import run_command
@@ -307,3 +308,23 @@ async def test_activity_errors_never_carry_a_resolved_secret() -> None:
     assert (error.type, error.non_retryable, error.details[0]["reason"]) == ("PermissionError", True, "auth")
     assert error.__cause__ is None, "the cause chain would carry the secret into history"
     assert SECRET not in error.message
+
+
+@pytest.mark.parametrize(
+    ("arguments", "kind"), [('"ls"', "a string"), ("[1]", "a list"), ("5", "a number"), ("true", "a boolean")]
+)
+def test_non_object_arguments_become_invalid_tool_calls_in_langchain_openai(arguments: str, kind: str) -> None:
+    from langchain_openai.chat_models.base import _convert_dict_to_message
+
+    tool_args.install()
+    raw = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    message = _convert_dict_to_message({"role": "assistant", "content": "x", "tool_calls": [raw]})
+
+    assert isinstance(message, AIMessage) and message.tool_calls == []
+    [invalid] = message.invalid_tool_calls
+    assert (invalid["id"], invalid["args"]) == ("c1", arguments)
+    assert invalid["error"] == f"Function bash: the arguments must be a JSON object, not {kind}"
+
+    valid = {**raw, "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    message = _convert_dict_to_message({"role": "assistant", "content": "", "tool_calls": [valid]})
+    assert isinstance(message, AIMessage) and message.tool_calls[0]["args"] == {"command": "ls"}

@@ -18,8 +18,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from langchain_core.exceptions import OutputParserException
-
 __all__ = ["install", "object_args_error"]
 
 _INSTALLED_MARK = "_hartflow_object_args"
@@ -38,7 +36,8 @@ def install() -> None:
         from langchain_openai.chat_models import base
     except ImportError:
         return  # without langchain-openai there is nothing to adapt
-    original: Callable[..., Any] = base.parse_tool_call
+    namespace = vars(base)  # a module global langchain-openai imported from langchain-core, not its own export
+    original: Callable[..., Any] = namespace["parse_tool_call"]
     if getattr(original, _INSTALLED_MARK, False):
         return
 
@@ -46,12 +45,13 @@ def install() -> None:
     def parse_object_tool_call(raw_tool_call: dict[str, Any], **kwargs: Any) -> Any:
         parsed = original(raw_tool_call, **kwargs)
         if isinstance(parsed, dict) and (error := object_args_error(parsed.get("args"))):
-            # langchain-openai catches this and records the call as invalid, raw arguments and all.
-            raise OutputParserException(f"Function {parsed.get('name') or '?'}: {error}")
+            # langchain-openai catches any exception here and records the call as invalid, raw arguments and all
+            # (a plain ValueError: langchain's OutputParserException would append a troubleshooting URL).
+            raise ValueError(f"Function {parsed.get('name') or '?'}: {error}")
         return parsed
 
     setattr(parse_object_tool_call, _INSTALLED_MARK, True)
-    base.parse_tool_call = parse_object_tool_call
+    namespace["parse_tool_call"] = parse_object_tool_call
 
 
 def _json_kind(value: Any) -> str:
