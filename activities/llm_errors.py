@@ -6,8 +6,9 @@ did in-process (reference §2.A):
 
 * :func:`classify` is DeerFlow's ``_classify_error``, first match wins: quota (message or error code) and
   auth (message) are non-retriable; burst-rate (message or code) is retriable with its own budget and base
-  delay; known transient class names, ``IndexError`` (an empty ``generations`` list) and the statuses
-  408 409 425 429 500 502 503 504 are ``transient``; busy-provider messages are ``busy``; the rest is
+  delay; known transient class names (the class's or a base class's: langchain-openai subclasses the SDK's),
+  ``IndexError`` (an empty ``generations`` list) and the statuses 408 409 425 429 500 502 503 504 are
+  ``transient``; busy-provider messages are ``busy``; the rest is
   non-retriable ``generic``.
 * A retry policy is per activity call, not per reason, so the activity enforces the per-reason attempt budget
   itself (:func:`max_attempts_for`): past it the error is raised ``non_retryable``. The workflow's
@@ -124,7 +125,7 @@ def classify(exc: BaseException) -> Classified:
         return Classified(False, "auth")
     if _matches(lowered, _BURST_PATTERNS) or _matches(code, _BURST_PATTERNS):
         return Classified(True, "burst_rate")
-    if type(exc).__name__ in _TRANSIENT_CLASS_NAMES or isinstance(exc, IndexError):
+    if _TRANSIENT_CLASS_NAMES & _class_names(exc) or isinstance(exc, IndexError):
         return Classified(True, "transient")
     if _status(exc) in RETRIABLE_STATUS_CODES:
         return Classified(True, "transient")
@@ -234,6 +235,13 @@ def _http_date_ms(raw: str) -> int | None:
     except (TypeError, ValueError):
         return None
     return max(0, int((when.timestamp() - time.time()) * 1000))
+
+
+def _class_names(exc: BaseException) -> set[str]:
+    """The names of the exception's class and its bases. langchain-openai re-raises the SDK's errors as its own
+    subclasses (``OpenAITimeoutError(openai.APITimeoutError)``, ``OpenAIConnectionError``), whose own names
+    DeerFlow's by-name rule would miss: a timeout would end the call instead of being retried."""
+    return {cls.__name__ for cls in type(exc).__mro__}
 
 
 def _matches(text: str, patterns: tuple[str, ...]) -> bool:

@@ -6,13 +6,17 @@ Temporal owns retries: the activity makes exactly one provider request, and fail
 signals the calling workflow (``ModelCallInput.retry_signal``) so the run shows DeerFlow's ``llm_retry`` event;
 that signal is best-effort: failing to send it never fails the call.
 The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay.
+
+``input.model`` is a name from the worker's ``models:`` list (built here, its ``$VAR`` secrets read from this
+process's environment, so they never enter history) or a ``scripted:`` / ``openai:`` shorthand. Error text
+that would carry a resolved secret is scrubbed before it leaves the activity.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
 from datetime import timedelta
 from typing import TypeVar
 
@@ -24,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
+from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, redact
 from activities.models.scripted import ScriptError, ScriptExhaustedError
 from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
@@ -64,9 +69,16 @@ async def _with_heartbeats(awaitable: Awaitable[_T], interval: float) -> _T:
 
 
 class ModelActivities:
-    def __init__(self, store: ObjectStore | None = None) -> None:
-        """``store``: where the threads' message blobs live; requests that carry a transcript reference need it."""
+    def __init__(
+        self,
+        store: ObjectStore | None = None,
+        models: Sequence[ModelEntry] = (),
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        """``store``: where the threads' message blobs live; requests that carry a transcript reference need it.
+        ``models``: the worker's ``models:`` list, built with ``$VAR`` values from ``environ``."""
         self._transcripts = TranscriptStore(store) if store is not None else None
+        self._catalog = ModelCatalog(models, environ)
 
     @activity.defn(name=MODEL_INVOKE)
     async def invoke(self, input: ModelCallInput) -> AIMessage:
@@ -82,13 +94,18 @@ class ModelActivities:
         messages: list[BaseMessage] = list(await self._messages(input))
         if input.system_message is not None:
             messages.insert(0, input.system_message)
+        secrets: tuple[str, ...] = ()
         try:
-            model = build_chat_model(input.model, call)
+            if input.model in self._catalog:
+                built = self._catalog.build(input.model)
+                model, secrets = built.model, built.secrets
+            else:
+                model = build_chat_model(input.model, call)
             runnable: Runnable[LanguageModelInput, AIMessage] = (
                 model.bind_tools(input.tools) if input.tools else model
             )
             message = await _with_heartbeats(runnable.ainvoke(messages), _heartbeat_interval(info))
-        except (ScriptExhaustedError, ScriptError, InvalidModelSpecError) as exc:
+        except (ScriptExhaustedError, ScriptError, InvalidModelSpecError, ModelConfigError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         except Exception as exc:
             error = to_application_error(
@@ -99,6 +116,9 @@ class ModelActivities:
             )
             if input.retry_signal is not None and not error.non_retryable:
                 await _notify_retry(info, input.retry_signal, error)
+            if _mentions(exc, secrets):
+                # The cause would travel into history with its message: send the scrubbed error alone.
+                raise _redacted(error, secrets) from None
             raise error from exc
         if message.id is None:
             # Random is fine: the activity result is recorded in history and replayed verbatim.
@@ -122,6 +142,29 @@ class ModelActivities:
             return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
+
+
+def _mentions(exc: BaseException, secrets: Sequence[str]) -> bool:
+    """Whether ``exc`` or an exception it was raised from (its cause chain travels with the failure) quotes a
+    secret."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if any(secret and secret in str(current) for secret in secrets):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _redacted(error: ApplicationError, secrets: Sequence[str]) -> ApplicationError:
+    return ApplicationError(
+        redact(error.message, secrets),
+        *error.details,
+        type=error.type,
+        non_retryable=error.non_retryable,
+        next_retry_delay=error.next_retry_delay,
+    )
 
 
 async def _notify_retry(info: activity.Info, signal: str, error: ApplicationError) -> None:

@@ -14,7 +14,6 @@ logged at run start and exposed by the run's ``chain`` query.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 
 from middlewares.base import Middleware
@@ -42,6 +41,7 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
+from vocabulary.class_path import ClassPathError, load_class_path
 from vocabulary.tools import ToolSpec
 
 
@@ -145,14 +145,7 @@ class ExtensionError(ValueError):
 
 def load_extension(spec: str) -> type[Middleware]:
     """Resolve ``module:Class`` (DeerFlow's configured extension middlewares: zero-arg, fail loudly)."""
-    module_name, sep, class_name = spec.partition(":")
-    if not sep or not module_name or not class_name:
-        raise ExtensionError(f"extension {spec!r} must look like 'package.module:ClassName'")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ExtensionError(f"extension {spec!r}: cannot import {module_name}: {exc}") from None
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Middleware)):
-        raise ExtensionError(f"extension {spec!r} is not a Middleware subclass")
-    return cls
+        return load_class_path(spec, Middleware)
+    except ClassPathError as exc:
+        raise ExtensionError(f"extension {spec!r}: {exc}") from None

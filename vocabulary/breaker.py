@@ -22,9 +22,10 @@ Outcome = Literal["success", "failure", "release"]
 
 
 def breaker_workflow_id(model: str) -> str:
-    """``openai:gpt-4o`` → ``hartflow-breaker-openai-gpt-4o``: one breaker per provider and model."""
-    provider, _, name = model.partition(":")
-    return f"{WORKFLOW_ID_PREFIX}{provider}-{name}"
+    """``openai:gpt-4o`` → ``hartflow-breaker-openai-gpt-4o``: one breaker per provider and model; a ``models``
+    entry's name (``gpt-4o``) → ``hartflow-breaker-gpt-4o``."""
+    provider, sep, name = model.partition(":")
+    return f"{WORKFLOW_ID_PREFIX}{provider}-{name}" if sep else f"{WORKFLOW_ID_PREFIX}{model}"
 
 
 @dataclass

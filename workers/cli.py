@@ -35,7 +35,6 @@ from temporalio.common import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import validate_model_spec
 from activities.paths import InvalidIdError, validate_thread_id, validate_user_id
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox_sweeper import run_state
@@ -49,6 +48,7 @@ from vocabulary.paths import VIRTUAL_UPLOADS_DIR
 from workers import progress, telemetry
 from workers.config import ConfigError, HartflowConfig, load_config, open_object_store
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
+from workers.models import ModelSelectionError, check_worker_models, select_model
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
 from workflows import search_attributes as sa
@@ -228,7 +228,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise BadInput(problem)
     # Only an absent --thread means a new thread: an empty one is an invalid id, not a request for a new thread.
     thread = _thread(config, f"thread-{uuid.uuid4().hex[:12]}" if args.thread is None else args.thread)
-    model = _model_spec(config)
+    try:
+        run_model = select_model(config)
+    except ModelSelectionError as exc:
+        raise BadInput(str(exc)) from None
+    model = run_model.spec
     files = _store_uploads(config, thread, args.file)
     async with Stack(config, quiet=args.json) as stack:
         workflow_id = workflow_id_for(thread.thread_id)
@@ -240,7 +244,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                     user_id=thread.user_id,
                     message=message,
                     model=model,
-                    settings=config.run,
+                    settings=run_model.settings,
                     files=[file.filename for file in files],
                 ),
                 id=workflow_id,
@@ -286,21 +290,6 @@ async def cmd_run(args: argparse.Namespace) -> int:
             lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)),
         )
         return _exit_code(view.status)
-
-
-def _model_spec(config: HartflowConfig) -> str:
-    if not config.model:
-        raise BadInput("no model configured: pass --model SPEC or set 'model' in hartflow.yaml")
-    spec = config.model
-    provider, _, rest = spec.partition(":")
-    if provider == "scripted" and rest:
-        # The worker may run elsewhere: hand it an absolute path.
-        spec = f"scripted:{Path(rest).expanduser().resolve()}"
-    try:
-        validate_model_spec(spec)
-    except ValueError as exc:
-        raise BadInput(str(exc)) from None
-    return spec
 
 
 async def _busy_message(client: Client, workflow_id: str, thread_id: str) -> str:
@@ -620,6 +609,7 @@ def _message_payload(message: Any) -> dict[str, Any]:
 
 async def cmd_worker(args: argparse.Namespace) -> int:
     config = _config(args)
+    check_worker_models(config)  # before connecting: an invalid models list is the first thing to hear about
     async with Stack(config, need_worker=False, ui=False, quiet=True, serve_metrics=True) as stack:
         await ensure_search_attributes(stack.client, config.temporal.namespace)
         await ensure_sweeper_schedule(stack.client, config)
@@ -791,7 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", parents=[common], help="start a run on a thread and follow it")
     run.add_argument("message", help="the user message")
     run.add_argument("--thread", metavar="ID", help="thread id (default: a new thread)")
-    run.add_argument("--model", metavar="SPEC", help="scripted:PATH or openai:MODEL")
+    run.add_argument("--model", metavar="NAME", help="a name from models, or scripted:PATH / openai:MODEL")
     run.add_argument("--plan-mode", action="store_true", help="enable plan mode (todo list)")
     run.add_argument("--detach", action="store_true", help="start the run and return at once")
     run.add_argument(

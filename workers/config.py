@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from activities.mcp.settings import McpSettings
+from activities.models.catalog import ModelEntry, check_entries
 from activities.sandbox.kubernetes import KubernetesSandboxSettings
 from activities.skills import SkillsSettings
 from activities.storage import ObjectStore
@@ -112,7 +113,14 @@ class TelemetrySettings(_Strict):
 
 
 class HartflowConfig(_Strict):
-    model: str | None = Field(None, description="model spec, e.g. scripted:script.json or openai:gpt-4o-mini")
+    model: str | None = Field(
+        None,
+        description="the run's model: a name from models (default: the first), or the shorthand "
+        "scripted:script.json / openai:gpt-4o-mini",
+    )
+    models: list[ModelEntry] = Field(
+        default_factory=list, description="DeerFlow's models list (name, use, model, api_key: $VAR, ...)"
+    )
     user_id: str = "default"
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
@@ -131,6 +139,12 @@ class HartflowConfig(_Strict):
         if names:
             self.run = self.run.model_copy(update={"mcp_servers": names})
         return self
+
+    @field_validator("models")
+    @classmethod
+    def _unique_names(cls, models: list[ModelEntry]) -> list[ModelEntry]:
+        check_entries(models)
+        return models
 
     @property
     def home(self) -> Path:
@@ -161,7 +175,7 @@ def load_config(
     try:
         config = HartflowConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"invalid config ({source}): {_describe(exc)}") from None
+        raise ConfigError(f"invalid config ({source}): {_describe(exc, data)}") from None
     return config
 
 
@@ -206,15 +220,25 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:
             base[key] = dict(value) if isinstance(value, Mapping) else value
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, data: Mapping[str, Any]) -> str:
     problems = []
     for error in exc.errors():
-        key = ".".join(str(part) for part in error["loc"])
+        key = ".".join(str(part) for part in error["loc"]) + _model_named_by(error["loc"], data)
         if error["type"] == "extra_forbidden":
             problems.append(f"unknown key '{key}'")
         else:
             problems.append(f"'{key}': {error['msg']}")
     return "; ".join(problems)
+
+
+def _model_named_by(loc: tuple[int | str, ...], data: Mapping[str, Any]) -> str:
+    """`` (model 'NAME')`` when ``loc`` points into a ``models`` entry that has a name."""
+    models = data.get("models")
+    if len(loc) < 2 or loc[0] != "models" or not isinstance(loc[1], int) or not isinstance(models, list):
+        return ""
+    entry = models[loc[1]] if loc[1] < len(models) else None
+    name = entry.get("name") if isinstance(entry, dict) else None
+    return f" (model {name!r})" if isinstance(name, str) and name else ""
 
 
 def open_object_store(config: HartflowConfig) -> ObjectStore:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -44,6 +45,7 @@ from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
 from workers import telemetry
 from workers.config import HartflowConfig, open_object_store
+from workers.models import check_worker_models
 from workers.payloads import data_converter_for
 from workers.query_retry import QueryReplayRetry
 from workflows.circuit_breaker import CircuitBreakerWorkflow
@@ -127,7 +129,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     return [
         store.load,
         store.commit,
-        ModelActivities(objects).invoke,
+        ModelActivities(objects, config.models, os.environ).invoke,
         LlmBreakerActivities().check,
         LlmBreakerActivities().report,
         tools.execute,
@@ -151,8 +153,10 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
 
 
 def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any) -> Worker:
-    """A worker for ``config``. Checks the storage first: a wrong endpoint, bucket or secret raises
-    ``StorageConfigError`` naming the setting here, at start, instead of failing every run later."""
+    """A worker for ``config``. Checks the models and the storage first: a model it cannot build raises
+    ``ConfigError``, a wrong endpoint, bucket or secret ``StorageConfigError``, naming the setting here, at start,
+    instead of failing every run later."""
+    check_worker_models(config)
     objects = open_object_store(config)
     objects.check()
     return Worker(

@@ -7,6 +7,8 @@ Specs:
 * ``openai:MODEL`` — langchain-openai's ``ChatOpenAI``; any OpenAI-compatible endpoint works through
   the ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` environment variables.
 
+A configured ``models:`` entry is built by :mod:`activities.models.catalog`.
+
 Provider SDK retries are switched off (``max_retries=0``): Temporal's activity retry policy owns retries,
 so each SDK request is exactly one activity attempt and its error reaches the error classification.
 """
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from langchain_core.language_models import BaseChatModel
 
+from activities.models import tool_args
 from activities.models.scripted import Script, ScriptedChatModel, ScriptError, load_script
 from vocabulary.contracts import ModelPurpose
 
@@ -96,6 +99,7 @@ def build_chat_model(spec: str, call: CallCoordinates) -> BaseChatModel:
         raise InvalidModelSpecError(
             f"model spec {spec!r} needs langchain-openai: pip install 'hartflow[openai]'"
         ) from exc
+    tool_args.install()
     try:
         return ChatOpenAI(model=rest, max_retries=0)
     except Exception as exc:

@@ -54,6 +54,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
+from activities.models.tool_args import object_args_error
 from vocabulary.contracts import ModelPurpose
 
 __all__ = [
@@ -307,20 +308,14 @@ def parse_raw_tool_calls(raw: list[Any]) -> tuple[list[ToolCall], list[InvalidTo
                 error = f"the arguments are not valid JSON: {exc}"
         if args is None:
             args = {}  # "null" or no arguments at all: a call without parameters, as langchain reads it
-        if error is None and not isinstance(args, dict):
-            error = f"the arguments must be a JSON object, not {_json_kind(args)}"
+        if error is None:
+            error = object_args_error(args)
         if error is None:
             calls.append(tool_call(name=name or "", args=args, id=call_id))
         else:
             text = arguments if isinstance(arguments, str) else json.dumps(arguments)
             invalid.append(invalid_tool_call(name=name, args=text, id=call_id, error=error))
     return calls, invalid
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    return {str: "a string", list: "a list", int: "a number", float: "a number"}.get(type(value), "null")
 
 
 Entry = ErrorEntry | ResponseEntry
