@@ -22,13 +22,14 @@ from activities.sandbox.kubernetes import KubernetesSandboxProvider, KubernetesS
 from activities.sandbox.remote import SYNC_CHUNK_BYTES
 from activities.storage.s3 import S3ObjectStore
 from activities.thread_files import ThreadFiles
+from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from tests.kube import REPO, Cluster
 from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, unique, write_script
 from tests.support.s3server import S3Server
 from workers.config import HartflowConfig
 from workers.worker import thread_store
-from workflows.contracts import ThreadRef, ToolCallInput
+from workflows.contracts import ExternalizeInput, SandboxReleaseInput, ThreadRef, ToolCallInput
 from workflows.run import ReplyInput, RunView
 
 UD = "/mnt/user-data"
@@ -195,3 +196,18 @@ async def test_a_30mb_file_crosses_both_ways_intact_in_chunks(
     assert hashlib.sha256(stored).digest() == hashlib.sha256(produced).digest()
     log = (tmp_path / "kubelet" / f"{pod}-1.log").read_text()  # the pod's server log: one line per request
     assert log.count("/v1/files/read") >= 4 and log.count("/v1/files/write?") >= 4  # streamed, not in one body
+
+
+async def test_an_externalized_tool_output_reaches_the_pod_and_outlives_it(
+    tmp_path: Path, cluster: Cluster, s3_storage: dict[str, Any]
+) -> None:
+    files = _files(make_config(tmp_path / "home", "unused:1", storage=s3_storage))
+    thread = ThreadRef("default", unique("thread"))
+    saved = f"{UD}/outputs/.tool-results/bash-b1.log"
+    # Saved while no pod exists: the activity writes the thread's files, never through a sandbox.
+    assert ToolOutputActivities(files).externalize(ExternalizeInput(thread, None, saved, "line 1\nline 2\n")).saved
+    tools = _tools(cluster, files)
+    read = await tools.execute(ToolCallInput(thread, tool_call("read_file", path=saved, start_line=2, end_line=2)))
+    assert read.content == "line 2"
+    await tools.release(SandboxReleaseInput(thread, read.sandbox_id))
+    assert not cluster.names("pods") and files.read(thread, saved) == b"line 1\nline 2\n"

@@ -132,7 +132,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         tools.acquire,
         tools.release,
         GuardrailActivities().evaluate,
-        ToolOutputActivities(provider, files).externalize,
+        ToolOutputActivities(files).externalize,
         ThreadDataActivities(config.home).ensure_dirs,
         UploadActivities(files).list_uploads,
         memory.load,
