@@ -127,6 +127,7 @@ spec:
         ("base/worker-deployment.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "read-only"),
         ("base/api-deployment.yaml", "path: /ok", "path: /healthz", "ready on GET /ok"),
         ("base/api-deployment.yaml", "value: bearer", "value: none", "api.auth bearer"),
+        ("overlays/dev/kustomization.yaml", '"token_sha256": "c', '"token_sha256": "d', "the documented dev token"),
     ],
 )
 def test_check_k8s_finds_each_broken_promise(file: str, old: str, new: str, problem: str, tmp_path: Path) -> None:

@@ -76,8 +76,8 @@ class StorageSettings(_Strict):
     )
     sync_exclude: list[str] = Field(
         default_factory=list,
-        description="with a working copy (s3): file and directory names kept local to each worker, never pushed "
-        "or pulled (node_modules, .venv, __pycache__: rebuildable trees)",
+        description="file and directory names kept local to each working copy (a worker's, with s3) and sandbox "
+        "pod, never pushed or pulled (node_modules, .venv, __pycache__: rebuildable trees)",
     )
 
     @field_validator("sync_exclude")
