@@ -46,6 +46,7 @@ from typing import Protocol, TypeVar
 from activities.storage import ObjectInfo, ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.user_data_tree import (
+    STAGING_SUFFIX,
     MtimeSize,
     PathEscapeError,
     UserDataTree,
@@ -53,7 +54,7 @@ from activities.user_data_tree import (
     is_excluded,
 )
 from workflows.contracts import ThreadRef
-from workflows.paths import VIRTUAL_PATH_PREFIX, thread_dir
+from workflows.paths import VIRTUAL_PATH_PREFIX, is_upload_staging_file, thread_dir
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -196,6 +197,22 @@ class ThreadFiles:
             manifest = self._load_manifest(copy)
             manifest[relative] = self._entry(key, written)
             self._save_manifest(copy, manifest)
+
+    def listing(self, thread: ThreadRef, folder: str) -> list[tuple[str, int]]:
+        """``(virtual path, size)`` of every file under ``folder`` (``outputs``: a run's artifacts) in storage,
+        sorted; keys held to a pull's rules, half-written files left out."""
+        prefix = self.prefix(thread)
+        found = []
+        for info in self.store.list(f"{prefix}{folder}/"):
+            relative = info.key[len(prefix) :]
+            name = relative.rsplit("/", 1)[-1]
+            if name.endswith(STAGING_SUFFIX) or is_upload_staging_file(name):
+                continue
+            try:
+                found.append((f"{VIRTUAL_PATH_PREFIX}/{checked_relative(relative)}", info.size))
+            except PathEscapeError:
+                continue
+        return sorted(found)
 
     # -- the working copy ---------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -107,7 +108,10 @@ async def test_an_upload_reaches_bash_in_the_pod_and_what_bash_leaves_reaches_th
     assert _stored(files, thread) == ["outputs/out.txt"]
     assert files.read(thread, f"{UD}/outputs/out.txt") == b"result\n"
     state = _cli(config, tmp_path, "state", thread.thread_id, "--json")
-    assert state.returncode == 0 and "uploaded body" in state.stdout
+    assert state.returncode == 0, state.stderr
+    assert json.loads(state.stdout)["outputs"] == [{"path": f"{UD}/outputs/out.txt", "size": len(b"result\n")}]
+    shown = _cli(config, tmp_path, "state", thread.thread_id)
+    assert f"{UD}/outputs/out.txt (7 bytes)" in shown.stdout
 
 
 async def test_another_worker_with_another_home_continues_the_run_in_a_new_pod_with_the_same_files(
