@@ -145,16 +145,20 @@ def test_check_k8s_finds_each_broken_promise(file: str, old: str, new: str, prob
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_config_map_is_a_valid_config_for_the_sandbox_namespace(target: str, tmp_path: Path) -> None:
+def test_the_worker_and_the_api_read_the_config_map_and_share_the_home(target: str, tmp_path: Path) -> None:
+    """Where the config is mounted and the home lives; its content and the policies: scripts/check-k8s."""
     docs = rendered(target)
     config = worker_config(docs, tmp_path)
-    namespace = config.sandbox.kubernetes.namespace  # its policies: scripts/check-k8s
-    assert {"hartflow", namespace} <= {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
-    container = worker_container(docs)
-    assert container["args"] == ["worker", "--config", "/etc/hartflow/hartflow.yaml"]
     assert Path(config.storage.home) == Path("/var/lib/hartflow")
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert {"/etc/hartflow", "/var/lib/hartflow", "/tmp"} <= mounts
+    worker = worker_container(docs)
+    [api] = one(docs, "Deployment", "hartflow-api")["spec"]["template"]["spec"]["containers"]
+    assert worker["args"] == ["worker", "--config", "/etc/hartflow/hartflow.yaml"]
+    assert api["args"][-2:] == ["--config", "/etc/hartflow/hartflow.yaml"] and api["image"] == worker["image"]
+    for container, deployment in ((worker, "hartflow-worker"), (api, "hartflow-api")):
+        assert {"/etc/hartflow", "/var/lib/hartflow", "/tmp"} <= {m["mountPath"] for m in container["volumeMounts"]}
+        volumes = one(docs, "Deployment", deployment)["spec"]["template"]["spec"]["volumes"]
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+        assert claims == ["hartflow-home"]
 
 
 def test_list_keys_take_json_from_the_environment(tmp_path: Path) -> None:
@@ -181,6 +185,8 @@ def test_one_image_tag_names_worker_sandbox_and_build_id(target: str, tmp_path: 
     container = worker_container(docs)
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert container["image"].endswith("hartflow-worker:9.9.9-rc1")
+    [api] = one(docs, "Deployment", "hartflow-api")["spec"]["template"]["spec"]["containers"]
+    assert api["image"] == container["image"]  # the API ships in the worker image
     assert env["HARTFLOW_SANDBOX__KUBERNETES__IMAGE"].endswith("hartflow-sandbox:9.9.9-rc1")
     if target == "overlays/prod":
         assert env["HARTFLOW_TEMPORAL__BUILD_ID"] == "9.9.9-rc1"
