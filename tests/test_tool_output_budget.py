@@ -320,15 +320,15 @@ async def test_history_is_rebudgeted_in_the_request_only() -> None:
 # -- the activity and a real run -----------------------------------------------------------------------------
 
 
-def test_externalize_activity_writes_through_the_sandbox_or_the_host_mount(tmp_path: Path) -> None:
+def test_externalize_activity_writes_the_thread_files_with_or_without_a_live_sandbox(tmp_path: Path) -> None:
     provider = LocalSandboxProvider(tmp_path)
-    activities = ToolOutputActivities(provider, ThreadFiles.on_disk(tmp_path))
+    activities = ToolOutputActivities(ThreadFiles.on_disk(tmp_path))
     thread = ThreadRef("default", "t1")
     outputs = tmp_path / "users/default/threads/t1/user-data/outputs/.tool-results"
     sandbox_id = provider.acquire("default", "t1")
     assert activities.externalize(ExternalizeInput(thread, sandbox_id, f"{RESULTS}/a.log", "A\n")).saved
     assert (outputs / "a.log").read_text() == "A\n"
-    # No live sandbox: the local provider shares the host folders, so the host write is the same file.
+    # No live sandbox: the file goes to the thread's files all the same.
     assert activities.externalize(ExternalizeInput(ThreadRef("default", "t2"), None, f"{RESULTS}/b.log", "B")).saved
     assert (tmp_path / "users/default/threads/t2/user-data/outputs/.tool-results/b.log").read_text() == "B"
     escaped = activities.externalize(ExternalizeInput(thread, None, "/mnt/user-data/outputs/../../x", "C"))

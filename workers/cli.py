@@ -40,6 +40,7 @@ from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox_sweeper import run_state
 from activities.skills import load_skills
 from activities.storage import StorageConfigError, StorageError
+from activities.thread_files import ThreadFiles
 from activities.thread_lifecycle import delete_thread, list_threads
 from activities.uploads import UploadError, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
@@ -571,7 +572,10 @@ def cmd_state(args: argparse.Namespace) -> int:
     snapshot = store.load(thread)
     state = snapshot.state.model_dump(mode="json", exclude={"messages"})
     messages = [_message_payload(m) for m in snapshot.state.messages]
+    files = ThreadFiles(open_object_store(config), config.home)
+    outputs = [{"path": path, "size": size} for path, size in files.listing(thread, "outputs")]
     payload = {"thread_id": thread.thread_id, "version": snapshot.version, "messages": messages, **state}
+    payload["outputs"] = outputs  # the files the thread's runs left in outputs/: in storage, not in any sandbox
 
     def human() -> None:
         print(f"thread {thread.thread_id} · version {snapshot.version} · {len(messages)} message(s)")
@@ -584,6 +588,10 @@ def cmd_state(args: argparse.Namespace) -> int:
         for key, value in state.items():
             if value not in (None, [], {}):
                 print(f"\n{key}: {json.dumps(value, ensure_ascii=False)}")
+        if outputs:
+            print("\noutputs:")
+            for output in outputs:
+                print(f"  {output['path']} ({output['size']} bytes)")
 
     _emit(args, payload, human)
     return EXIT_OK

@@ -1,13 +1,16 @@
 """``hartflow.yaml``: one validated config for the CLI and the worker, with ``HARTFLOW_*`` env overrides.
 
 Precedence (later wins): defaults → the YAML file → ``HARTFLOW_*`` environment variables (``__`` separates
-nesting: ``HARTFLOW_RUN__RECURSION_LIMIT=50``, ``HARTFLOW_SANDBOX__ALLOW_HOST_BASH=true``) → command-line flags.
+nesting: ``HARTFLOW_RUN__RECURSION_LIMIT=50``, ``HARTFLOW_SANDBOX__ALLOW_HOST_BASH=true``; a value starting with
+``[`` or ``{`` is JSON, for list and object keys: ``HARTFLOW_STORAGE__SYNC_EXCLUDE='["node_modules"]'``, a token
+list from a Kubernetes Secret) → command-line flags.
 ``TEMPORAL_ADDRESS`` is honoured when ``temporal.address`` is not set otherwise. Unknown keys and bad values
 are errors that name the key.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -75,8 +78,8 @@ class StorageSettings(_Strict):
     )
     sync_exclude: list[str] = Field(
         default_factory=list,
-        description="with a working copy (s3): file and directory names kept local to each worker, never pushed "
-        "or pulled (node_modules, .venv, __pycache__: rebuildable trees)",
+        description="file and directory names kept local to each working copy (a worker's, with s3) and sandbox "
+        "pod, never pushed or pulled (node_modules, .venv, __pycache__: rebuildable trees)",
     )
 
     @field_validator("sync_exclude")
@@ -208,8 +211,18 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         node = result
         for key in keys[:-1]:
             node = node.setdefault(key, {})
-        node[keys[-1]] = value
+        node[keys[-1]] = _env_value(value)
     return result
+
+
+def _env_value(value: str) -> Any:
+    """JSON for a list or an object; anything else (also text that only looks like JSON) is the string."""
+    if value[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except ValueError:
+            pass
+    return value
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> None:

@@ -9,6 +9,10 @@ the local provider runs:
 * ``execute_command`` runs bash in the workspace, killed after ``--bash-timeout`` seconds (the default and
   the ceiling of a caller's timeout), keeping at most ``--max-output-bytes`` of each stream; commands longer
   than 10,000 characters are refused;
+* ``/v1/files`` lets the worker sync the three folders with the thread's storage (the pod holds no storage
+  credentials): listings, chunked reads and writes, deletions and the sync manifest, through the same
+  :class:`~activities.user_data_tree.UserDataTree` the worker's own working copy uses — same confinement, no
+  symlink followed, no chunk over ``SYNC_CHUNK_BYTES``;
 * every ``/v1`` call needs the pod's bearer token (``$HARTFLOW_SANDBOX_TOKEN``, from the Secret the provider
   creates; removed from the environment commands inherit); ``/healthz`` needs none.
 
@@ -31,17 +35,30 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX
 from activities.sandbox.base import GrepMatch, SandboxError
 from activities.sandbox.local import LocalSandbox
-from activities.sandbox.remote import HEALTH_PATH, MAX_COMMAND_CHARS, METHOD_PATH_PREFIX, METHODS, TOKEN_ENV
+from activities.sandbox.remote import (
+    FILE_OPERATIONS,
+    FILES_PATH_PREFIX,
+    HEALTH_PATH,
+    MAX_COMMAND_CHARS,
+    METHOD_PATH_PREFIX,
+    METHODS,
+    SYNC_CHUNK_BYTES,
+    TOKEN_ENV,
+)
+from activities.user_data_tree import PathEscapeError, UserDataTree
 
 DEFAULT_PORT = 8080
 DEFAULT_BASH_TIMEOUT = 600.0
 DEFAULT_MAX_OUTPUT_BYTES = 10 * 1024 * 1024
 MAX_BODY_BYTES = 64 * 1024 * 1024
 """Appends are exempt from write_file's 80 KiB cap; this only stops a request from exhausting memory."""
+SYNC_MANIFEST = ".hartflow-sync.json"
+"""The pod's sync manifest, beside the three folders: any worker that adopts the pod continues its sync."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,7 @@ class SandboxServer(ThreadingHTTPServer):
             file_lock=threading.RLock(),
             capture_limit_bytes=max_output_bytes,
         )
+        self.tree = UserDataTree(root, root / SYNC_MANIFEST)
         self.bash_timeout = bash_timeout
         self.expected_authorization = f"Bearer {token}".encode()
         super().__init__(address, _Handler)
@@ -92,11 +110,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(404, {"error": f"no such endpoint: GET {self.path}"})
 
     def do_POST(self) -> None:
-        if not self.path.startswith(METHOD_PATH_PREFIX):
+        if not self.path.startswith((METHOD_PATH_PREFIX, FILES_PATH_PREFIX)):
             return self._reply(404, {"error": f"no such endpoint: POST {self.path}"})
         given = self.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(given, self.server.expected_authorization):
             return self._reply(401, {"error": "missing or wrong bearer token"})
+        if self.path.startswith(FILES_PATH_PREFIX):
+            return self._file_operation()
         method = self.path[len(METHOD_PATH_PREFIX) :]
         if method not in METHODS:
             return self._reply(404, {"error": f"unknown sandbox method: {method}"})
@@ -123,6 +143,46 @@ class _Handler(BaseHTTPRequestHandler):
             result = [asdict(match) for match in result if isinstance(match, GrepMatch)]
         self._reply(200, {"result": result})
 
+    def _file_operation(self) -> None:
+        url = urlsplit(self.path)
+        operation = url.path[len(FILES_PATH_PREFIX) :]
+        if operation not in FILE_OPERATIONS:
+            return self._reply(404, {"error": f"unknown file operation: {operation}"})
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > SYNC_CHUNK_BYTES + 4096:
+            return self._reply(413, {"error": f"request of {length} bytes exceeds the {SYNC_CHUNK_BYTES}-byte chunk"})
+        body = self.rfile.read(length)
+        tree = self.server.tree
+        query = {name: values[0] for name, values in parse_qs(url.query).items()}
+        try:
+            if operation == "write":
+                offset, last = int(query["offset"]), query.get("last") == "1"
+                tree.stage(query["path"], query["transfer"], offset, body)
+                result = list(tree.commit(query["path"], query["transfer"])) if last else None
+                return self._reply(200, {"result": result})
+            if operation == "manifest-save":
+                tree.save_manifest(body)
+                return self._reply(200, {"result": None})
+            arguments = json.loads(body or b"{}")
+            if operation == "list":
+                files = tree.files(frozenset(str(name) for name in arguments.get("exclude", [])))
+                return self._reply(200, {"result": {relative: list(seen) for relative, seen in files.items()}})
+            if operation == "delete":
+                mtime_ns, size = (int(value) for value in arguments["expected"])
+                return self._reply(200, {"result": tree.delete_if_unchanged(arguments["path"], (mtime_ns, size))})
+            if operation == "manifest":
+                data = tree.load_manifest()
+            else:
+                chunk = min(int(arguments.get("length", SYNC_CHUNK_BYTES)), SYNC_CHUNK_BYTES)
+                data = tree.read(arguments["path"], max(int(arguments.get("offset", 0)), 0), max(chunk, 0))
+        except PathEscapeError as exc:
+            return self._reply(422, {"error": str(exc)})
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            return self._reply(400, {"error": f"bad arguments for {operation}: {exc!r}"})
+        if data is None:
+            return self._reply(404, {"error": "no such file"})
+        self._send(200, "application/octet-stream", data)
+
     def _limit_command(self, arguments: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         command = arguments.get("command")
         if not isinstance(command, str):
@@ -137,9 +197,11 @@ class _Handler(BaseHTTPRequestHandler):
         return None
 
     def _reply(self, status: int, payload: dict[str, Any]) -> None:
-        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self._send(status, "application/json; charset=utf-8", json.dumps(payload, ensure_ascii=False).encode())
+
+    def _send(self, status: int, content_type: str, body: bytes) -> None:
         self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

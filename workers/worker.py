@@ -138,7 +138,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         mcp.list_tools,
         mcp.call_tool,
         GuardrailActivities().evaluate,
-        ToolOutputActivities(provider, files).externalize,
+        ToolOutputActivities(files).externalize,
         ThreadDataActivities(config.home).ensure_dirs,
         UploadActivities(files).list_uploads,
         memory.load,

@@ -10,6 +10,17 @@ runs them::
          422 {"error": "..."}      a SandboxError: the model caused it and reads the message
          413 {"error": "..."}      a request the server refuses to take (over-long command, huge body)
          401 / 400 / 404           wrong token / malformed request / unknown method: bugs, never the model's doing
+    POST /v1/files/{operation}     Authorization: Bearer <token>; the worker's file sync of the pod's
+                                   /mnt/user-data (activities/sandbox/pod_files.py), never a model's tool:
+         list      {"exclude": [names]}          → {"result": {relative: [mtime_ns, size]}}
+         read      {"path", "offset", "length"}  → the bytes (404: no such file)
+         write     ?path=&transfer=&offset=&last=1, the chunk as body → {"result": [mtime_ns, size] | null}
+         delete    {"path", "expected": [mtime_ns, size]} → {"result": deleted?}
+         manifest  {} → the sync manifest's bytes (404: none yet); manifest-save: the bytes as body
+         422 {"error": "..."}      a path outside the three folders (or through a symlink), a broken transfer
+
+Paths of ``/v1/files`` are user-data-relative (``outputs/report.md``). Files move in chunks of at most
+``SYNC_CHUNK_BYTES``, so no file is too big to sync and no request exceeds the server's body limit.
 
 Stdlib only: the sandbox image installs no third-party packages, and a plain connection per call costs
 nothing next to the command it carries.
@@ -27,6 +38,9 @@ from activities.sandbox.base import GrepMatch, Sandbox, SandboxError
 
 HEALTH_PATH = "/healthz"
 METHOD_PATH_PREFIX = "/v1/sandbox/"
+FILES_PATH_PREFIX = "/v1/files/"
+FILE_OPERATIONS = ("list", "read", "write", "delete", "manifest", "manifest-save")
+SYNC_CHUNK_BYTES = 8 * 1024 * 1024
 METHODS = ("execute_command", "read_file", "write_file", "list_dir", "glob", "grep", "str_replace")
 TOKEN_ENV = "HARTFLOW_SANDBOX_TOKEN"
 """The per-sandbox bearer token; in a pod it comes from the Secret the provider creates."""
@@ -125,17 +139,23 @@ class RemoteSandbox(Sandbox):
         if status in (413, 422):
             raise SandboxError(message)
         if status == 401:
-            self._unavailable()
-            raise SandboxUnavailableError(f"sandbox server at {self.base_url} rejected the token")
+            raise self.rejected_token()
         raise RuntimeError(f"sandbox server at {self.base_url} answered {method} with HTTP {status}: {message}")
 
     def _request(self, verb: str, path: str, body: Any, *, timeout: float) -> tuple[int, dict[str, Any]]:
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        status, raw = self.exchange(verb, path, data, timeout=timeout)
+        return status, _json_payload(raw)
+
+    def exchange(
+        self, verb: str, path: str, data: bytes | None, *, content_type: str = "application/json", timeout: float
+    ) -> tuple[int, bytes]:
+        """One request with the pod's token: the status and the raw body. :class:`SandboxUnavailableError`
+        when the server cannot be reached."""
         connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         headers = {"Authorization": f"Bearer {self._token}"}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode("utf-8")
-            headers["Content-Type"] = "application/json"
+        if data is not None:
+            headers["Content-Type"] = content_type
         try:
             connection.request(verb, path, body=data, headers=headers)
             response = connection.getresponse()
@@ -145,12 +165,21 @@ class RemoteSandbox(Sandbox):
             raise SandboxUnavailableError(f"sandbox server at {self.base_url} is unreachable: {exc}") from None
         finally:
             connection.close()
-        try:
-            payload = json.loads(raw) if raw else {}
-        except ValueError:
-            payload = {"error": raw[:200].decode("utf-8", errors="replace")}
-        return response.status, payload if isinstance(payload, dict) else {"result": payload}
+        return response.status, raw
+
+    def rejected_token(self) -> SandboxUnavailableError:
+        """The error for a 401: the address is stale (another pod took it) and is forgotten."""
+        self._unavailable()
+        return SandboxUnavailableError(f"sandbox server at {self.base_url} rejected the token")
 
     def _unavailable(self) -> None:
         if self._on_unavailable is not None:
             self._on_unavailable()
+
+
+def _json_payload(raw: bytes) -> dict[str, Any]:
+    try:
+        payload = json.loads(raw) if raw else {}
+    except ValueError:
+        payload = {"error": raw[:200].decode("utf-8", errors="replace")}
+    return payload if isinstance(payload, dict) else {"result": payload}
