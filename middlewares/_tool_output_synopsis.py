@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 import yaml
 
+from vocabulary.text import clip, one_line
+
 Kind = Literal["json", "csv", "tsv", "yaml", "xml", "code", "text", "unknown"]
 
 MAX_SYNOPSIS_INPUT_BYTES = 5_000_000
@@ -153,16 +155,6 @@ def synopsize(content: str, *, tool_name: str = "", text_excerpts: bool = True) 
 # -- helpers ---------------------------------------------------------------------------------------------
 
 
-def _clip(value: str, limit: int) -> str:
-    if limit <= 0:
-        return ""
-    return value if len(value) <= limit else value[: max(0, limit - 3)] + "..."
-
-
-def _one_line(value: str, limit: int) -> str:
-    return _clip(re.sub(r"\s+", " ", value).strip(), limit)
-
-
 def _middle_cut(content: str, limit: int) -> str:
     if len(content) <= limit:
         return content
@@ -276,7 +268,7 @@ def _json_scalars(value: Any) -> list[str]:
         elif isinstance(node, list):
             children = [(f"{path}[{index}]", child) for index, child in enumerate(node[:2])]
         else:
-            shown = json.dumps(_clip(node, 80), ensure_ascii=False) if isinstance(node, str) else _clip(repr(node), 80)
+            shown = json.dumps(clip(node, 80), ensure_ascii=False) if isinstance(node, str) else clip(repr(node), 80)
             found.append(f"{path}: {shown}")
             return
         for child_path, child in children:
@@ -328,7 +320,7 @@ def _table(content: str, delimiter: str, kind: Literal["csv", "tsv"]) -> Synopsi
     data_rows = max(0, sum(1 for line in content.splitlines() if line.strip()) - 1)
     # key=value pairs, because re-joining cells that contain the delimiter would misstate the column count.
     first = [
-        f"{name}={_clip(cell, 80)}" for name, cell in list(zip(columns, rows[1], strict=False))[:_TABLE_COLUMN_LIMIT]
+        f"{name}={clip(cell, 80)}" for name, cell in list(zip(columns, rows[1], strict=False))[:_TABLE_COLUMN_LIMIT]
     ]
     label = kind.upper()
     return Synopsis(
@@ -392,9 +384,9 @@ def _code(content: str) -> Synopsis:
     for line in lines:
         stripped = line.strip()
         if match := _IMPORT.match(stripped):
-            imports.append(_one_line(match.group(1) or match.group(2) or "", 160))
+            imports.append(one_line(match.group(1) or match.group(2) or "", 160))
         elif match := _SYMBOL.match(stripped):
-            symbols.append(_one_line(f"{match.group(1)} {match.group(2)}", 180))
+            symbols.append(one_line(f"{match.group(1)} {match.group(2)}", 180))
     structure = [f"line count: {len(lines)}"]
     if imports:
         structure.append(f"imports: {', '.join(imports[:_CODE_IMPORT_LIMIT])}")
@@ -414,7 +406,7 @@ def _text(content: str, *, tool_name: str, excerpts: bool) -> Synopsis:
     for line in lines:
         stripped = line.strip()
         if stripped and any(pattern.match(stripped) for pattern in _TEXT_HEADER):
-            header = _one_line(stripped, 160)
+            header = one_line(stripped, 160)
             if header not in headers:
                 headers.append(header)
                 if len(headers) >= _TEXT_HEADER_LIMIT:
@@ -425,9 +417,9 @@ def _text(content: str, *, tool_name: str, excerpts: bool) -> Synopsis:
         f"Detected section headers: {' | '.join(headers) if headers else 'none detected'}.",
     ]
     if excerpts:
-        summary.append(f"Opening excerpt: {_one_line(content[:_EXCERPT_CHARS], _EXCERPT_CHARS) or '(empty)'}")
+        summary.append(f"Opening excerpt: {one_line(content[:_EXCERPT_CHARS], _EXCERPT_CHARS) or '(empty)'}")
         if len(content) > _EXCERPT_CHARS:
-            closing = _one_line(content[max(_EXCERPT_CHARS, len(content) - _EXCERPT_CHARS) :], _EXCERPT_CHARS)
+            closing = one_line(content[max(_EXCERPT_CHARS, len(content) - _EXCERPT_CHARS) :], _EXCERPT_CHARS)
             if closing:
                 summary.append(f"Closing excerpt: {closing}")
     return Synopsis("text", "Text output", summary)

@@ -1,11 +1,17 @@
 """The chain builder: DeerFlow's two segments, assembled from the run's settings.
 
-* :func:`runtime_base` — the segment lead agents and subagents share (reference §1.1, the seed's first table);
-* :func:`lead_tail` — the lead-only segment (reference §1.2, the seed's second table), ending with
+DeerFlow builds them in ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/middlewares/tool_error_handling_middleware.py``
+(``_build_runtime_middlewares``, ``build_subagent_runtime_middlewares``) and ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/lead_agent/agent.py`` (``build_middlewares``).
+
+* :func:`runtime_base` — the segment lead agents and subagents share (``_build_runtime_middlewares``, the seed's
+  first table);
+* :func:`lead_tail` — the lead-only segment (``build_middlewares``, the seed's second table), ending with
   Clarification, which must stay last so it intercepts ``ask_clarification`` innermost;
-* :func:`build_subagent_chain` — a subagent's chain (reference §1.5): the base without Uploads, then
-  SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, extensions, SafetyFinishReason, Summarization —
-  no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit or Clarification.
+* :func:`build_subagent_chain` — a subagent's chain (``build_subagent_runtime_middlewares``): the base without
+  Uploads, then SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, extensions, SafetyFinishReason,
+  Summarization — no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit or Clarification.
 
 Conditional middlewares (the seed's ``?``) are included exactly when their condition holds, written inline
 here as in DeerFlow's ``build_middlewares`` so the conditions read in one place. The chain of a run is
@@ -13,8 +19,6 @@ logged at run start and exposed by the run's ``chain`` query.
 """
 
 from __future__ import annotations
-
-import importlib
 
 from middlewares.base import Middleware
 from middlewares.clarification import ClarificationMiddleware
@@ -40,10 +44,12 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
+from vocabulary.class_ref import load_class_ref
 
 
 def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: bool = True) -> list[Middleware]:
-    """The segment every agent shares, outermost first (reference §1.1). ``owns_sandbox=False`` (subagents):
+    """The segment every agent shares, outermost first (DeerFlow's ``_build_runtime_middlewares``).
+    ``owns_sandbox=False`` (subagents):
     the sandbox is the lead run's, which releases it."""
     mws = settings.middlewares
     chain: list[Middleware] = [
@@ -63,7 +69,7 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
 
 
 def lead_tail(settings: RunSettings) -> list[Middleware]:
-    """The lead agent's segment (reference §1.2). Clarification is always last."""
+    """The lead agent's segment (DeerFlow's ``build_middlewares``). Clarification is always last."""
     mws = settings.middlewares
     chain: list[Middleware] = [
         DynamicContextMiddleware(mws.dynamic_context),  # always: the system prompt stays static
@@ -94,8 +100,9 @@ def lead_tail(settings: RunSettings) -> list[Middleware]:
 
 
 def subagent_tail(settings: RunSettings) -> list[Middleware]:
-    """A subagent's segment after the base (reference §1.5), in DeerFlow's order. DeerFlow's DurableContext,
-    TokenBudget, SkillToolPolicy and SystemMessageCoalescing have no hartflow counterpart yet."""
+    """A subagent's segment after the base, in the order of DeerFlow's ``build_subagent_runtime_middlewares``.
+    DeerFlow's DurableContext, TokenBudget, SkillToolPolicy and SystemMessageCoalescing have no hartflow
+    counterpart yet."""
     mws = settings.middlewares
     chain: list[Middleware] = [SkillActivationMiddleware(mws.skill_activation)]
     if settings.model_capabilities.vision:
@@ -130,14 +137,14 @@ class ExtensionError(ValueError):
 
 def load_extension(spec: str) -> type[Middleware]:
     """Resolve ``module:Class`` (DeerFlow's configured extension middlewares: zero-arg, fail loudly)."""
-    module_name, sep, class_name = spec.partition(":")
-    if not sep or not module_name or not class_name:
-        raise ExtensionError(f"extension {spec!r} must look like 'package.module:ClassName'")
     try:
-        module = importlib.import_module(module_name)
+        cls = load_class_ref(spec)
+    except ValueError as exc:
+        raise ExtensionError(f"extension {exc}") from None
     except ImportError as exc:
-        raise ExtensionError(f"extension {spec!r}: cannot import {module_name}: {exc}") from None
-    cls = getattr(module, class_name, None)
+        raise ExtensionError(f"extension {spec!r}: cannot import {spec.partition(':')[0]}: {exc}") from None
+    except AttributeError:
+        cls = None
     if not (isinstance(cls, type) and issubclass(cls, Middleware)):
         raise ExtensionError(f"extension {spec!r} is not a Middleware subclass")
     return cls

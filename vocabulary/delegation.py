@@ -6,7 +6,8 @@ Pure data and functions, read by the engine (``workflows/delegation.py``, the ru
 * :class:`SubagentsSettings` — ``run.subagents`` (DeerFlow's ``subagents`` config plus the runtime limits
   ``max_concurrent_subagents`` / ``max_total_subagents``, clamped as DeerFlow clamps them);
 * :data:`TASK_TOOL` — the ``task`` tool the lead model sees when ``run.subagent_enabled`` is on;
-* DeerFlow's subagent status contract (``H/subagents/status_contract.py``): the model-visible result text
+* DeerFlow's subagent status contract (``bytedance/deer-flow:
+  backend/packages/harness/deerflow/subagents/status_contract.py``): the model-visible result text
   (:func:`format_subagent_result_message`), the structured ``additional_kwargs``
   (:func:`make_subagent_additional_kwargs`), which UIs and TokenUsage read — strings and keys are a protocol —
   and the ToolMessage carrying both (:func:`task_result_message`);
@@ -27,7 +28,8 @@ from vocabulary.tools import ToolSpec
 
 TASK_TOOL_NAME = "task"
 
-# DeerFlow's clamps (``H/config/subagents_config.py``): a model asking for more is cut back, not refused.
+# DeerFlow's clamps (``bytedance/deer-flow: backend/packages/harness/deerflow/config/subagents_config.py``):
+# a model asking for more is cut back, not refused.
 MAX_CONCURRENT_RANGE = (1, 4)
 MAX_TOTAL_RANGE = (1, 50)
 
@@ -39,7 +41,7 @@ class SubagentTypeSettings(BaseModel):
 
 
 def _default_types() -> dict[str, SubagentTypeSettings]:
-    # DeerFlow's built-ins (``H/subagents/builtins/``).
+    # DeerFlow's built-ins (``bytedance/deer-flow: backend/packages/harness/deerflow/subagents/builtins/``).
     return {"general-purpose": SubagentTypeSettings(max_turns=150), "bash": SubagentTypeSettings(max_turns=60)}
 
 

@@ -1,0 +1,52 @@
+"""The shared short-text and class-reference helpers (vocabulary/text.py, vocabulary/class_ref.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vocabulary.class_ref import check_class_ref, load_class_ref
+from vocabulary.text import ELLIPSIS, clip, model_label, one_line
+
+
+def test_clip_keeps_short_text_and_counts_the_marker_in_the_bound() -> None:
+    assert clip("abc", 3) == "abc"
+    assert clip("abcdef", 5) == "ab..."
+    assert clip("abcdef", 5, ELLIPSIS) == "abcd…"
+    assert len(clip("x" * 1000, 500)) == 500
+
+
+def test_clip_to_nothing() -> None:
+    assert clip("abc", 0) == ""
+    assert clip("abc", -1) == ""
+
+
+def test_one_line_collapses_whitespace_before_cutting() -> None:
+    assert one_line("  a\n\tb   c  ", 10) == "a b c"
+    assert one_line("first line\nsecond line", 12, ELLIPSIS) == "first line …"
+
+
+@pytest.mark.parametrize(
+    ("spec", "label"),
+    [
+        ("openai:gpt-4o", "openai:gpt-4o"),
+        ("scripted:/tmp/x/lead.json", "scripted:lead.json"),
+        ("scripted:C:\\runs\\lead.json", "scripted:lead.json"),
+        ("openai:", "openai"),
+    ],
+)
+def test_model_label(spec: str, label: str) -> None:
+    assert model_label(spec) == label
+
+
+@pytest.mark.parametrize("ref", ["nomodule", ":Class", "module:", ""])
+def test_a_malformed_class_ref_names_the_shape(ref: str) -> None:
+    with pytest.raises(ValueError, match=r"must look like 'package.module:ClassName'"):
+        check_class_ref(ref)
+
+
+def test_load_class_ref() -> None:
+    assert load_class_ref("vocabulary.text:clip") is clip
+    with pytest.raises(ImportError):
+        load_class_ref("vocabulary.no_such_module:X")
+    with pytest.raises(AttributeError):
+        load_class_ref("vocabulary.text:NoSuchName")
