@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, get_buffer_string, trim_messages
 
 from middlewares._compaction import count_tokens
+from vocabulary.text import head_and_tail
 
 if TYPE_CHECKING:  # the config is the middleware's, which imports this module
     from middlewares.summarization import SummarizationConfig
@@ -155,14 +156,4 @@ def _trim_text(text: str, max_tokens: int, strategy: Literal["first", "last"]) -
         if len(text) > max_tokens > len(_OMITTED_MARKER):
             return _OMITTED_MARKER + text[-(max_tokens - len(_OMITTED_MARKER)) :]
         return text[-max_tokens:]
-    return _bound_text(text, max_tokens)
-
-
-def _bound_text(text: str, cap: int) -> str:
-    if len(text) <= cap:
-        return text
-    head = cap * 2 // 3
-    tail = max(0, cap - head - len(_OMITTED_MARKER))
-    if cap <= len(_OMITTED_MARKER) or tail == 0:
-        return text[:cap]
-    return f"{text[:head]}{_OMITTED_MARKER}{text[-tail:]}"
+    return head_and_tail(text, max_tokens, _OMITTED_MARKER)

@@ -9,7 +9,6 @@ from langchain_core.messages import AIMessage, HumanMessage
 from middlewares._summary_prompt import (
     DEFAULT_SUMMARY_PROMPT,
     NO_HISTORY_SUMMARY,
-    _bound_text,
     _trim_text,
     summary_prompt,
 )
@@ -34,11 +33,3 @@ def test_trim_text_keeps_the_start_or_the_end() -> None:
     assert text.startswith(first) and text.endswith(last)
     assert 0 < len(first) < len(text) and 0 < len(last) < len(text)
     assert _trim_text("   ", 20, "first") == ""
-
-
-def test_bound_text_keeps_both_ends_within_the_cap() -> None:
-    text = "a" * 50 + "b" * 50
-    bounded = _bound_text(text, 30)
-    assert len(bounded) == 30 and bounded.startswith("a") and bounded.endswith("b") and "\n...\n" in bounded
-    assert _bound_text("short", 30) == "short"
-    assert _bound_text(text, 4) == text[:4], "no room for the marker"

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vocabulary.text import head_and_tail
 from vocabulary.tools import ToolSpec
 
 TASK_TOOL_NAME = "task"
@@ -121,17 +122,6 @@ RUN_STOP_REASONS: dict[str, SubagentStopReason] = {
 }
 
 
-def _bounded(text: str, cap: int = SUBAGENT_METADATA_TEXT_MAX_CHARS) -> str:
-    """Head and tail of ``text`` within ``cap`` characters, joined by an ellipsis line."""
-    cleaned = text.strip()
-    if len(cleaned) <= cap:
-        return cleaned
-    marker = "\n...\n"
-    head = cap * 2 // 3
-    tail = cap - head - len(marker)
-    return f"{cleaned[:head]}{marker}{cleaned[-tail:]}"
-
-
 def normalize_token_usage(value: Any) -> dict[str, int] | None:
     """``{input_tokens, output_tokens, total_tokens}`` as non-negative ints, or None for anything else."""
     if not isinstance(value, Mapping):
@@ -156,10 +146,10 @@ def make_subagent_additional_kwargs(
 ) -> dict[str, object]:
     payload: dict[str, object] = {SUBAGENT_STATUS_KEY: status}
     if status == "completed" and isinstance(result, str) and result.strip():
-        payload[SUBAGENT_RESULT_BRIEF_KEY] = _bounded(result)
+        payload[SUBAGENT_RESULT_BRIEF_KEY] = head_and_tail(result.strip(), SUBAGENT_METADATA_TEXT_MAX_CHARS)
         payload[SUBAGENT_RESULT_SHA256_KEY] = hashlib.sha256(result.encode("utf-8")).hexdigest()
     if status != "completed" and isinstance(error, str) and error.strip():
-        payload[SUBAGENT_ERROR_KEY] = _bounded(error)
+        payload[SUBAGENT_ERROR_KEY] = head_and_tail(error.strip(), SUBAGENT_METADATA_TEXT_MAX_CHARS)
     if stop_reason is not None:
         payload[SUBAGENT_STOP_REASON_KEY] = stop_reason
     if isinstance(model_name, str) and model_name.strip():

@@ -1,4 +1,4 @@
-"""Short text: a string cut to a bound, on one line, and a model spec as a label.
+"""Short text: a string cut to a bound (at its end, or in its middle), on one line, and a model spec as a label.
 
 One place for the cuts that show up in model-visible results (tool errors, grep lines, output synopses) and in
 the Web UI's summaries and details, so every bound counts its marker the same way.
@@ -23,6 +23,18 @@ def clip(text: str, limit: int, marker: str = "...") -> str:
 def one_line(text: str, limit: int, marker: str = "...") -> str:
     """``text`` with every run of whitespace (newlines included) as one space, then :func:`clip`-ped."""
     return clip(" ".join(text.split()), limit, marker)
+
+
+def head_and_tail(text: str, cap: int, marker: str = "\n...\n") -> str:
+    """``text`` within ``cap`` characters: its first two thirds and its end, joined by ``marker``; only the head
+    when the cap leaves no room for the marker and a tail."""
+    if len(text) <= cap:
+        return text
+    head = cap * 2 // 3
+    tail = max(0, cap - head - len(marker))
+    if cap <= len(marker) or tail == 0:
+        return text[:cap]
+    return f"{text[:head]}{marker}{text[-tail:]}"
 
 
 def model_label(spec: str) -> str:
