@@ -14,6 +14,7 @@ policy. Either way the middleware then applies its fail-closed / fail-open rule.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 import json
 from typing import Any
@@ -21,7 +22,6 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from vocabulary.class_ref import load_class_ref
 from vocabulary.contracts import GUARDRAIL_EVALUATE, GuardrailDecision, GuardrailEvaluateInput, GuardrailReason
 
 ERROR_TYPE = "GuardrailProviderError"
@@ -49,9 +49,10 @@ class GuardrailActivities:
 
 
 def build_provider(use: str, config: dict[str, Any]) -> Any:
+    module_name, _, class_name = use.partition(":")
     try:
-        cls = load_class_ref(use)
-    except (ValueError, ImportError, AttributeError) as exc:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
         raise ApplicationError(
             f"cannot load guardrail provider {use!r}: {exc}", type=ERROR_TYPE, non_retryable=True
         ) from exc

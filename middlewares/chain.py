@@ -20,6 +20,8 @@ logged at run start and exposed by the run's ``chain`` query.
 
 from __future__ import annotations
 
+import importlib
+
 from middlewares.base import Middleware
 from middlewares.clarification import ClarificationMiddleware
 from middlewares.dangling_tool_call import DanglingToolCallMiddleware
@@ -44,13 +46,11 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
-from vocabulary.class_ref import load_class_ref
 
 
 def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: bool = True) -> list[Middleware]:
     """The segment every agent shares, outermost first (DeerFlow's ``_build_runtime_middlewares``).
-    ``owns_sandbox=False`` (subagents):
-    the sandbox is the lead run's, which releases it."""
+    ``owns_sandbox=False`` (subagents): the sandbox is the lead run's, which releases it."""
     mws = settings.middlewares
     chain: list[Middleware] = [
         ToolOutputBudgetMiddleware(mws.tool_output),  # always; it checks its own ``enabled``
@@ -137,14 +137,14 @@ class ExtensionError(ValueError):
 
 def load_extension(spec: str) -> type[Middleware]:
     """Resolve ``module:Class`` (DeerFlow's configured extension middlewares: zero-arg, fail loudly)."""
+    module_name, sep, class_name = spec.partition(":")
+    if not sep or not module_name or not class_name:
+        raise ExtensionError(f"extension {spec!r} must look like 'package.module:ClassName'")
     try:
-        cls = load_class_ref(spec)
-    except ValueError as exc:
-        raise ExtensionError(f"extension {exc}") from None
+        module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ExtensionError(f"extension {spec!r}: cannot import {spec.partition(':')[0]}: {exc}") from None
-    except AttributeError:
-        cls = None
+        raise ExtensionError(f"extension {spec!r}: cannot import {module_name}: {exc}") from None
+    cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Middleware)):
         raise ExtensionError(f"extension {spec!r} is not a Middleware subclass")
     return cls

@@ -35,7 +35,6 @@ from temporalio.exceptions import is_cancelled_exception
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, RunContext
-from vocabulary.class_ref import check_class_ref
 from vocabulary.contracts import (
     GUARDRAIL_EVALUATE,
     GuardrailDecision,
@@ -74,7 +73,10 @@ class GuardrailProviderConfig(BaseModel):
     @field_validator("use")
     @classmethod
     def _module_class(cls, value: str) -> str:
-        return check_class_ref(value)
+        module, sep, name = value.partition(":")
+        if not (sep and module and name):
+            raise ValueError(f"{value!r} must look like 'package.module:ClassName'")
+        return value
 
     @model_validator(mode="after")
     def _builtin_config(self) -> GuardrailProviderConfig:

@@ -25,6 +25,7 @@ Per-run memory: none.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -35,7 +36,6 @@ from middlewares._logging import hook_logger
 from middlewares._tool_calls import append_text, clone_with_tool_calls
 from middlewares.base import Middleware
 from middlewares.context import RunContext
-from vocabulary.class_ref import check_class_ref, load_class_ref
 from vocabulary.messages import message_text
 from vocabulary.state import StateUpdate, ThreadState
 
@@ -158,7 +158,10 @@ class DetectorConfig(BaseModel):
     @field_validator("use")
     @classmethod
     def _module_class(cls, value: str) -> str:
-        return check_class_ref(value)
+        module, sep, name = value.partition(":")
+        if not (sep and module and name):
+            raise ValueError(f"{value!r} must look like 'package.module:ClassName'")
+        return value
 
     @model_validator(mode="after")
     def _builds(self) -> DetectorConfig:
@@ -188,9 +191,10 @@ class SafetyFinishReasonConfig(BaseModel):
 
 
 def build_detector(entry: DetectorConfig) -> SafetyTerminationDetector:
+    module_name, _, class_name = entry.use.partition(":")
     try:
-        detector_class = load_class_ref(entry.use)
-    except (ValueError, ImportError, AttributeError) as exc:
+        detector_class = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot load detector {entry.use!r}: {exc}") from None
     try:
         detector = detector_class(**entry.config)

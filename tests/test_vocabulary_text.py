@@ -1,10 +1,9 @@
-"""The shared short-text and class-reference helpers (vocabulary/text.py, vocabulary/class_ref.py)."""
+"""The shared short-text helpers (vocabulary/text.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from vocabulary.class_ref import check_class_ref, load_class_ref
 from vocabulary.text import ELLIPSIS, clip, head_and_tail, model_label, one_line
 
 
@@ -44,17 +43,3 @@ def test_head_and_tail_keeps_both_ends_within_the_cap() -> None:
 )
 def test_model_label(spec: str, label: str) -> None:
     assert model_label(spec) == label
-
-
-@pytest.mark.parametrize("ref", ["nomodule", ":Class", "module:", ""])
-def test_a_malformed_class_ref_names_the_shape(ref: str) -> None:
-    with pytest.raises(ValueError, match=r"must look like 'package.module:ClassName'"):
-        check_class_ref(ref)
-
-
-def test_load_class_ref() -> None:
-    assert load_class_ref("vocabulary.text:clip") is clip
-    with pytest.raises(ImportError):
-        load_class_ref("vocabulary.no_such_module:X")
-    with pytest.raises(AttributeError):
-        load_class_ref("vocabulary.text:NoSuchName")
