@@ -2,7 +2,8 @@
 
 The ``model.invoke`` activity makes one provider request per attempt and turns every provider error into an
 ``ApplicationError`` here. Temporal's retry policy then does what DeerFlow's ``LLMErrorHandlingMiddleware``
-did in-process (reference §2.A):
+did in-process (``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/middlewares/llm_error_handling_middleware.py``):
 
 * :func:`classify` is DeerFlow's ``_classify_error``, first match wins: quota (message or error code) and
   auth (message) are non-retriable; burst-rate (message or code) is retriable with its own budget and base

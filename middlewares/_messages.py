@@ -1,4 +1,5 @@
-"""Message predicates DeerFlow's middlewares share (``H/agents/middlewares/message_utils.py`` and friends).
+"""Message predicates DeerFlow's middlewares share (``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/middlewares/message_utils.py`` and friends).
 
 They are markers, not types: which HumanMessage is the user speaking, which one the framework injected. Several
 middlewares must agree on the answer, so the rules live here once.

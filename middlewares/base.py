@@ -134,14 +134,3 @@ class Middleware:
 
     def hooks(self) -> list[str]:
         return [hook for hook in HOOKS if self.implements(hook)]
-
-
-def tool_message_of(result: ToolResult) -> ToolMessage | None:
-    """The ToolMessage a tool result carries (a Command may carry it in its ``messages`` update)."""
-    if isinstance(result, ToolMessage):
-        return result
-    messages = result.update.get("messages") or []
-    for message in messages if isinstance(messages, list) else [messages]:
-        if isinstance(message, ToolMessage):
-            return message
-    return None

@@ -1,11 +1,17 @@
 """The chain builder: DeerFlow's two segments, assembled from the run's settings.
 
-* :func:`runtime_base` — the segment lead agents and subagents share (reference §1.1, the seed's first table);
-* :func:`lead_tail` — the lead-only segment (reference §1.2, the seed's second table), ending with
+DeerFlow builds them in ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/middlewares/tool_error_handling_middleware.py``
+(``_build_runtime_middlewares``, ``build_subagent_runtime_middlewares``) and ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/lead_agent/agent.py`` (``build_middlewares``).
+
+* :func:`runtime_base` — the segment lead agents and subagents share (``_build_runtime_middlewares``, the seed's
+  first table);
+* :func:`lead_tail` — the lead-only segment (``build_middlewares``, the seed's second table), ending with
   Clarification, which must stay last so it intercepts ``ask_clarification`` innermost;
-* :func:`build_subagent_chain` — a subagent's chain (reference §1.5): the base without Uploads, then
-  SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, extensions, SafetyFinishReason, Summarization —
-  no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit or Clarification.
+* :func:`build_subagent_chain` — a subagent's chain (``build_subagent_runtime_middlewares``): the base without
+  Uploads, then SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, extensions, SafetyFinishReason,
+  Summarization — no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit or Clarification.
 
 Conditional middlewares (the seed's ``?``) are included exactly when their condition holds, written inline
 here as in DeerFlow's ``build_middlewares`` so the conditions read in one place. The chain of a run is
@@ -46,8 +52,8 @@ from vocabulary.tools import ToolSpec
 
 
 def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: bool = True) -> list[Middleware]:
-    """The segment every agent shares, outermost first (reference §1.1). ``owns_sandbox=False`` (subagents):
-    the sandbox is the lead run's, which releases it."""
+    """The segment every agent shares, outermost first (DeerFlow's ``_build_runtime_middlewares``).
+    ``owns_sandbox=False`` (subagents): the sandbox is the lead run's, which releases it."""
     mws = settings.middlewares
     chain: list[Middleware] = [
         ToolOutputBudgetMiddleware(mws.tool_output),  # always; it checks its own ``enabled``
@@ -66,8 +72,9 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
 
 
 def lead_tail(settings: RunSettings, *, mcp_tools: Sequence[ToolSpec] = ()) -> list[Middleware]:
-    """The lead agent's segment (reference §1.2). Clarification is always last. ``mcp_tools``: the run's
-    discovered MCP tools, deferred (with McpRouting right before DeferredToolFilter) when tool_search is on."""
+    """The lead agent's segment (DeerFlow's ``build_middlewares``). Clarification is always last. ``mcp_tools``:
+    the run's discovered MCP tools, deferred (with McpRouting right before DeferredToolFilter) when tool_search
+    is on."""
     mws = settings.middlewares
     chain: list[Middleware] = [
         DynamicContextMiddleware(mws.dynamic_context),  # always: the system prompt stays static
@@ -109,8 +116,9 @@ def _deferred_tools(settings: RunSettings, mcp_tools: Sequence[ToolSpec]) -> lis
 
 
 def subagent_tail(settings: RunSettings) -> list[Middleware]:
-    """A subagent's segment after the base (reference §1.5), in DeerFlow's order. DeerFlow's DurableContext,
-    TokenBudget, SkillToolPolicy and SystemMessageCoalescing have no hartflow counterpart yet."""
+    """A subagent's segment after the base, in the order of DeerFlow's ``build_subagent_runtime_middlewares``.
+    DeerFlow's DurableContext, TokenBudget, SkillToolPolicy and SystemMessageCoalescing have no hartflow
+    counterpart yet."""
     mws = settings.middlewares
     chain: list[Middleware] = [SkillActivationMiddleware(mws.skill_activation)]
     if settings.model_capabilities.vision:

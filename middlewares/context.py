@@ -126,9 +126,6 @@ class RunContext(ABC):
         if self.publish is not None:
             self.publish(event)
 
-    def new_id_factory(self) -> Callable[[], str]:
-        return self.uuid
-
 
 class TemporalRunContext(RunContext):
     def now(self) -> datetime:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from middlewares._messages import HIDE_FROM_UI_KEY
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import RunContext
-from vocabulary.messages import message_text
+from vocabulary.messages import last_ai_message, message_text
 from vocabulary.state import StateUpdate, ThreadState
 from vocabulary.tools import ToolSpec
 
@@ -224,10 +224,6 @@ def _write_todos_calls(message: AIMessage | None) -> int:
     return sum(1 for call in message.tool_calls if call.get("name") == WRITE_TODOS) if message else 0
 
 
-def _last_ai(state: ThreadState) -> AIMessage | None:
-    return next((m for m in reversed(state.messages) if isinstance(m, AIMessage)), None)
-
-
 class TodoListMiddleware(Middleware):
     def __init__(self) -> None:
         self._reminders_sent = 0
@@ -257,7 +253,7 @@ class TodoListMiddleware(Middleware):
         return await handler(request)
 
     async def after_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
-        last = _last_ai(state)
+        last = last_ai_message(state.messages)
         if last is None or has_tool_intent(last):
             return None
         incomplete = [todo for todo in state.todos or [] if todo.get("status") != "completed"]
@@ -276,7 +272,7 @@ class TodoListMiddleware(Middleware):
         def reply(content: str, status: Literal["success", "error"] = "success") -> ToolMessage:
             return ToolMessage(content, tool_call_id=request.call_id, name=WRITE_TODOS, status=status, id=ctx.uuid())
 
-        if _write_todos_calls(_last_ai(request.state)) > 1:
+        if _write_todos_calls(last_ai_message(request.state.messages)) > 1:
             return reply(PARALLEL_CALLS_ERROR, "error")
         try:
             todos = [todo.model_dump() for todo in _TODOS.validate_python((request.args or {}).get("todos"))]

@@ -27,6 +27,7 @@ from middlewares._logging import hook_logger
 from middlewares._tool_meta import normalize_tool_result, stamp_exception_meta
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
 from vocabulary.delegation import TASK_TOOL_NAME, format_subagent_result_message, make_subagent_additional_kwargs
+from vocabulary.text import clip
 
 logger = hook_logger(__name__)
 
@@ -66,8 +67,7 @@ def error_message(request: ToolCallRequest, exc: Exception) -> ToolMessage:
     name = request.name or "unknown_tool"
     exc_class, text = failure_of(exc)
     detail = text.strip() or exc_class
-    if len(detail) > MAX_DETAIL_CHARS:
-        detail = detail[: MAX_DETAIL_CHARS - 3] + "..."
+    detail = clip(detail, MAX_DETAIL_CHARS)
     if name == TASK_TOOL_NAME:
         text, error = format_subagent_result_message("failed", error=f"{exc_class}: {detail}")
         task_failure = ToolMessage(

@@ -28,6 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.uploads import UploadError, validate_upload_name
 from tests.support import (
     answer,
+    ask_clarification,
     calls,
     history_events,
     make_config,
@@ -146,18 +147,6 @@ def _result(worker: CliWorker, thread_id: str) -> RunView:
         return await client.get_workflow_handle(workflow_id_for(thread_id), result_type=RunView).result()
 
     return asyncio.run(wait())
-
-
-def _ask() -> dict[str, Any]:
-    return calls(
-        tool_call(
-            "ask_clarification",
-            "ask1",
-            question="Which colour?",
-            clarification_type="approach_choice",
-            options=["red", "blue"],
-        )
-    )
 
 
 def _assert_nothing_started(cli: CliWorker, thread_id: str, threads_before: set[str]) -> None:
@@ -379,7 +368,7 @@ def test_replies_that_do_not_answer_the_pending_request_are_refused_without_a_tr
     cli: CliWorker, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     thread_id = unique("t-paused")
-    model = write_script(tmp_path, [_ask(), answer("Blue it is.")])
+    model = write_script(tmp_path, [ask_clarification(options=["red", "blue"]), answer("Blue it is.")])
     code, _, err = _run(capsys, "run", "paint it", "--thread", thread_id, "--model", model)
     assert code == 3, err
     history, files = len(_history(cli, thread_id)), _files(cli.home)
@@ -428,7 +417,7 @@ async def test_malformed_signals_are_dropped_with_a_notice_and_the_run_keeps_wai
     client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(), answer("Blue it is.")])
+    model = write_script(home, [ask_clarification(options=["red", "blue"]), answer("Blue it is.")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         assert (await settle(handle)).status == "awaiting_input"
@@ -457,7 +446,7 @@ async def test_an_update_with_an_unknown_option_is_rejected_without_a_history_ev
     client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(), answer("Blue it is.")])
+    model = write_script(home, [ask_clarification(options=["red", "blue"]), answer("Blue it is.")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         await settle(handle)

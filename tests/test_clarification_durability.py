@@ -19,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from tests.support import (
     answer,
-    calls,
+    ask_clarification,
     history_events,
     make_config,
     running_worker,
@@ -27,7 +27,6 @@ from tests.support import (
     settle,
     start_run,
     thread_state,
-    tool_call,
     unique,
     write_script,
 )
@@ -37,13 +36,6 @@ from workers.config import HartflowConfig
 from workers.devserver import find_temporal_cli
 from workflows import search_attributes as sa
 from workflows.run import RunView, workflow_id_for
-
-
-def _ask(call_id: str, question: str, options: list[str] | None = None) -> dict[str, Any]:
-    args: dict[str, Any] = {"question": question, "clarification_type": "approach_choice"}
-    if options:
-        args["options"] = options
-    return calls(tool_call("ask_clarification", call_id, **args))
 
 
 def _messages(home: Path, thread_id: str) -> list[dict[str, Any]]:
@@ -78,7 +70,7 @@ async def test_a_paused_run_survives_a_server_crash_and_another_process_answers(
     async with private_dev_server(tmp_path / "temporal.db") as server:
         config = make_config(home, server.address)
         thread = unique("crash")
-        model = write_script(home, [_ask("ask1", "Which colour?", ["red", "blue"]), answer("Painted it blue.")])
+        model = write_script(home, [ask_clarification(options=["red", "blue"]), answer("Painted it blue.")])
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
         async with running_worker(client, config):
             paused = await settle(await start_run(client, config, "paint it", model=model, thread_id=thread))
@@ -109,7 +101,11 @@ async def test_the_official_temporal_cli_answers_with_a_string_and_with_an_objec
     config = make_config(home, temporal_address)
     model = write_script(
         home,
-        [_ask("ask1", "Which colour?", ["red", "blue"]), _ask("ask2", "Which shade?"), answer("Light blue.")],
+        [
+            ask_clarification(options=["red", "blue"]),
+            ask_clarification("Which shade?", call_id="ask2"),
+            answer("Light blue."),
+        ],
     )
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
@@ -148,7 +144,7 @@ async def test_an_unanswered_question_times_out_after_7_days_and_a_new_run_can_a
         client = env.client
         config = make_config(home, "time-skipping:unused")
         thread = unique("timeout")
-        asked = write_script(home, [_ask("ask1", "Which colour?", ["red", "blue"]), answer("never reached")])
+        asked = write_script(home, [ask_clarification(options=["red", "blue"]), answer("never reached")])
         answered = write_script(home, [answer("Blue it is.")])
         async with running_worker(client, config):
             first = await start_run(client, config, "paint it", model=asked, thread_id=thread)

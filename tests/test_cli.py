@@ -8,28 +8,15 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support import answer, calls, tool_call, unique, write_script
+from tests.support import answer, ask_clarification, calls, tool_call, unique, write_script
 from tests.support.faults import env_worker_process
 from workers.cli import run_command
 from workers.devserver import free_port, port_answers
 
 RUN_FIELDS = {"thread_id", "run_id", "workflow_id", "status", "stop_reason", "final_message", "pending_input", "ui_url"}
-
-
-def _ask() -> dict[str, Any]:
-    return calls(
-        tool_call(
-            "ask_clarification",
-            "ask1",
-            question="Which colour?",
-            clarification_type="approach_choice",
-            options=["red", "blue"],
-        )
-    )
 
 
 def _hartflow(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +42,7 @@ def test_embedded_run_pauses_exits_and_a_second_process_finishes_it(tmp_path: Pa
     }
     script = [
         calls(tool_call("bash", "b1", command="echo hello > /mnt/user-data/outputs/hello.txt")),
-        _ask(),
+        ask_clarification(options=["red", "blue"]),
         answer("All blue."),
     ]
     model = write_script(tmp_path, script)
@@ -155,13 +142,13 @@ def test_malformed_script_and_config_are_refused(cli_env: Path, capsys: pytest.C
 
 
 def test_reply_when_nothing_is_pending_and_busy_threads(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = write_script(cli_env.parent, [answer("hello"), _ask(), answer("done")])
+    model = write_script(cli_env.parent, [answer("hello"), ask_clarification(options=["red", "blue"]), answer("done")])
     code, out, _ = _cli(capsys, "run", "hi", "--thread", "t-done", "--model", model, "--json")
     assert code == 0 and json.loads(out)["final_message"] == "hello"
     code, _, err = _cli(capsys, "reply", "t-done", "yes")
     assert code == 2 and "no run is waiting on thread t-done" in err
 
-    paused_model = write_script(cli_env.parent, [_ask(), answer("done")])
+    paused_model = write_script(cli_env.parent, [ask_clarification(options=["red", "blue"]), answer("done")])
     code, out, _ = _cli(capsys, "run", "hi", "--thread", "t-busy", "--model", paused_model, "--json")
     assert code == 3
     run_id = json.loads(out)["run_id"]
@@ -181,7 +168,7 @@ def test_reply_when_nothing_is_pending_and_busy_threads(cli_env: Path, capsys: p
 
 
 def test_signal_replies_through_the_cli(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = write_script(cli_env.parent, [_ask(), answer("signalled")])
+    model = write_script(cli_env.parent, [ask_clarification(options=["red", "blue"]), answer("signalled")])
     code, _, _ = _cli(capsys, "run", "hi", "--thread", "t-signal", "--model", model)
     assert code == 3
     code, out, _ = _cli(capsys, "reply", "t-signal", "blue", "--signal", "--json")

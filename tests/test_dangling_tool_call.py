@@ -14,13 +14,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from temporalio.client import Client
 
 from activities.thread_store import FilesystemThreadStore
+from middlewares._transcript_repair import EMPTY_NAME_TEXT, INTERRUPTED_TEXT
 from middlewares.base import ModelRequest
-from middlewares.dangling_tool_call import (
-    EMPTY_NAME_TEXT,
-    INTERRUPTED_TEXT,
-    DanglingToolCallMiddleware,
-    patch_messages,
-)
+from middlewares.dangling_tool_call import DanglingToolCallMiddleware, patch_messages
 from tests.support import (
     StubRunContext,
     answer,

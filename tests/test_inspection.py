@@ -15,6 +15,7 @@ from temporalio.client import Client
 
 from tests.support import (
     answer,
+    ask_clarification,
     calls,
     history_events,
     make_config,
@@ -30,18 +31,6 @@ from workers.cli import run_command
 from workers.devserver import find_temporal_cli
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunView
-
-
-def _ask() -> dict[str, Any]:
-    return calls(
-        tool_call(
-            "ask_clarification",
-            "ask1",
-            question="Which colour?",
-            clarification_type="approach_choice",
-            options=["red", "blue"],
-        )
-    )
 
 
 async def _temporal(address: str, *args: str) -> Any:
@@ -83,7 +72,12 @@ async def test_a_paused_run_is_readable_from_the_temporal_cli(
 ) -> None:
     config = make_config(home, temporal_address)
     model = write_script(
-        home, [calls(tool_call("bash", "b1", command="ls -la /mnt/user-data")), _ask(), answer("Blue it is.")]
+        home,
+        [
+            calls(tool_call("bash", "b1", command="ls -la /mnt/user-data")),
+            ask_clarification(options=["red", "blue"]),
+            answer("Blue it is."),
+        ],
     )
     async with running_worker(client, config):
         # start_run sets only the thread and the status: the run fills in the rest of its search attributes.
@@ -182,7 +176,8 @@ async def test_hartflow_runs_lists_runs_through_visibility(
     config_file.write_text(json.dumps(json.loads(config.model_dump_json())), encoding="utf-8")
     paused, done = unique("paused"), unique("done")
     async with running_worker(client, config):
-        handle = await start_run(client, config, "ask", model=write_script(home, [_ask()]), thread_id=paused)
+        asking = write_script(home, [ask_clarification(options=["red", "blue"])])
+        handle = await start_run(client, config, "ask", model=asking, thread_id=paused)
         await settle(handle)
         finished = await start_run(client, config, "hi", model=write_script(home, [answer("hi")]), thread_id=done)
         await finished.result()

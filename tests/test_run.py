@@ -14,6 +14,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from tests.support import (
     answer,
+    ask_clarification,
     calls,
     history_events,
     make_config,
@@ -33,13 +34,6 @@ def _state(home: Path, thread_id: str) -> dict[str, Any]:
     return thread_state(home, thread_id)
 
 
-def _ask(call_id: str = "ask1", options: list[str] | None = None) -> dict[str, Any]:
-    args: dict[str, Any] = {"question": "Which colour?", "clarification_type": "approach_choice"}
-    if options:
-        args["options"] = options
-    return calls(tool_call("ask_clarification", call_id, **args))
-
-
 async def test_recursion_limit_ends_the_run_with_a_stop_reason(
     client: Client, home: Path, temporal_address: str
 ) -> None:
@@ -56,7 +50,7 @@ async def test_recursion_limit_ends_the_run_with_a_stop_reason(
 
 async def test_a_second_run_on_a_busy_thread_is_refused(client: Client, home: Path, temporal_address: str) -> None:
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(), answer("ok")])
+    model = write_script(home, [ask_clarification(), answer("ok")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         view = await settle(handle)
@@ -71,7 +65,7 @@ async def test_clarification_pauses_commits_and_resumes_the_same_run(
     client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(options=["red", "blue"]), answer("Painted it blue.")])
+    model = write_script(home, [ask_clarification(options=["red", "blue"]), answer("Painted it blue.")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         view = await settle(handle)
@@ -114,7 +108,7 @@ async def test_invalid_replies_are_rejected_without_a_trace_in_history(
     client: Client, home: Path, temporal_address: str, reply: ReplyInput, error: str
 ) -> None:
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(options=["red", "blue"]), answer("done")])
+    model = write_script(home, [ask_clarification(options=["red", "blue"]), answer("done")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         await settle(handle)
@@ -132,7 +126,7 @@ async def test_signal_replies_accept_a_bare_string_and_drop_malformed_payloads(
     client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(), answer("done")])
+    model = write_script(home, [ask_clarification(), answer("done")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         await settle(handle)
@@ -177,7 +171,8 @@ async def test_non_interactive_runs_get_the_disabled_message_and_go_on(
 ) -> None:
     config = make_config(home, temporal_address, run={"non_interactive": True})
     async with running_worker(client, config):
-        handle = await start_run(client, config, "go", model=write_script(home, [_ask(), answer("went on")]))
+        model = write_script(home, [ask_clarification(), answer("went on")])
+        handle = await start_run(client, config, "go", model=model)
         final = await handle.result()
     assert final.status == "completed" and final.final_message == "went on"
     tool = next(m for m in _state(home, final.thread_id)["messages"] if m["type"] == "tool")
@@ -189,7 +184,7 @@ async def test_cancelling_a_paused_run_still_runs_after_agent_and_commits(
 ) -> None:
     config = make_config(home, temporal_address, run={"extensions": ["tests.support.recording_middlewares:RecorderA"]})
     async with running_worker(client, config):
-        handle = await start_run(client, config, "go", model=write_script(home, [_ask(), answer("never")]))
+        handle = await start_run(client, config, "go", model=write_script(home, [ask_clarification(), answer("never")]))
         view = await settle(handle)
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
@@ -223,7 +218,7 @@ async def test_long_runs_continue_as_new_and_keep_everything(client: Client, hom
 async def test_settle_and_reply_race_cleanly(client: Client, home: Path, temporal_address: str) -> None:
     """A client that replies and immediately waits must not see the stale awaiting_input status."""
     config = make_config(home, temporal_address)
-    model = write_script(home, [_ask(), calls(tool_call("ls", path="/mnt/user-data")), answer("done")])
+    model = write_script(home, [ask_clarification(), calls(tool_call("ls", path="/mnt/user-data")), answer("done")])
     async with running_worker(client, config):
         handle = await start_run(client, config, "go", model=model, thread_id=unique("race"))
         await settle(handle)

@@ -1,4 +1,6 @@
-"""The runtime base, pinned in DeerFlow's order (reference §1.1), as built and as a real run reports it."""
+"""The runtime base, pinned in DeerFlow's order (``_build_runtime_middlewares`` in ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/middlewares/tool_error_handling_middleware.py``), as built and as a real
+run reports it."""
 
 from __future__ import annotations
 

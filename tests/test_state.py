@@ -1,4 +1,5 @@
-"""ThreadState channels and reducers against DeerFlow's ``H/agents/thread_state.py`` (reference §3.1)."""
+"""ThreadState channels and reducers against DeerFlow's ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/thread_state.py``."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from activities.storage import ObjectStore, StorageConfigError
 from activities.thread_store import KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
 from tests.support import (
     answer,
+    ask_clarification,
     calls,
     make_config,
     running_worker,
@@ -166,8 +167,8 @@ async def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str
     return code, out, err
 
 
-def _ask(question: str) -> dict[str, Any]:
-    return calls(tool_call("ask_clarification", question=question, clarification_type="missing_info"))
+# A question without options, under a fresh call id each time.
+MISSING_INFO: dict[str, Any] = {"call_id": None, "clarification_type": "missing_info"}
 
 
 def _files_under(path: Path) -> list[Path]:
@@ -223,7 +224,13 @@ async def test_threads_list_and_delete_on_both_backends_refusing_a_paused_run(
             await start_run(client, config, "hi", model=write_script(tmp_path, [answer("Hello!")]), thread_id=done)
         )
         waiting = await settle(
-            await start_run(client, config, "deploy", model=write_script(tmp_path, [_ask("Where?")]), thread_id=paused)
+            await start_run(
+                client,
+                config,
+                "deploy",
+                model=write_script(tmp_path, [ask_clarification("Where?", **MISSING_INFO)]),
+                thread_id=paused,
+            )
         )
         assert (finished.status, waiting.status) == ("completed", "awaiting_input")
 
@@ -329,7 +336,7 @@ async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_i
     objects = open_object_store(config)
     gate = tmp_path / "answer-now"
     final = {**answer("Deploying to eu-west."), "wait_for_file": str(gate)}
-    model = write_script(tmp_path, [_ask("Which region?"), final])
+    model = write_script(tmp_path, [ask_clarification("Which region?", **MISSING_INFO), final])
     manifests = f"users/default/threads/{thread}/blobs/manifest/"
 
     async def manifest_count() -> int:
@@ -422,7 +429,8 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
     caplog.set_level("WARNING", logger="activities.storage")
     config = make_config(home, temporal_address, storage=s3_storage)
     thread = unique("outage-model")
-    model = write_script(tmp_path, [_ask("Which region?"), answer("Deploying to eu-west.")])
+    script = [ask_clarification("Which region?", **MISSING_INFO), answer("Deploying to eu-west.")]
+    model = write_script(tmp_path, script)
     async with running_worker(client, config):
         handle = await start_run(client, config, "deploy it", model=model, thread_id=thread)
         assert (await settle(handle)).status == "awaiting_input"

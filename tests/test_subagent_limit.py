@@ -1,6 +1,6 @@
 """SubagentLimit (DeerFlow's ``test_subagent_limit_middleware.py``, ported), the delegation ledger it records, the
-subagent status contract of task results, the ``task`` tool's presence, the subagent chain (reference §1.5) and
-the subagent flag on guardrail requests."""
+subagent status contract of task results, the ``task`` tool's presence, the subagent chain (DeerFlow's
+``build_subagent_runtime_middlewares``) and the subagent flag on guardrail requests."""
 
 from __future__ import annotations
 

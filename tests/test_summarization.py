@@ -19,19 +19,16 @@ from langchain_core.messages import (
 from temporalio.client import Client
 from temporalio.exceptions import ActivityError, CancelledError
 
+from middlewares._compaction import count_tokens, plan_compaction
+from middlewares._summary_prompt import DEFAULT_SUMMARY_PROMPT, _trim_text, summary_prompt
 from middlewares.base import ModelRequest
 from middlewares.chain import build_lead_chain, describe
 from middlewares.run_settings import ModelCapabilities, RunSettings
 from middlewares.summarization import (
-    DEFAULT_SUMMARY_PROMPT,
     SUMMARY_PROJECTION_PREFIX,
     ContextSize,
     SummarizationConfig,
     SummarizationMiddleware,
-    _trim_text,
-    count_tokens,
-    plan_compaction,
-    summary_prompt,
 )
 from tests.support import (
     StubRunContext,

@@ -23,7 +23,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from middlewares.chain import build_lead_chain
-from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, write_script
+from tests.support import (
+    answer,
+    ask_clarification,
+    calls,
+    make_config,
+    running_worker,
+    settle,
+    start_run,
+    tool_call,
+    write_script,
+)
 from workers import telemetry
 from workers.devserver import free_port
 from workers.worker import connect
@@ -80,12 +90,6 @@ def receiver() -> Iterator[OtlpReceiver]:
     server.close()
 
 
-def _ask(question: str = "Which colour?") -> dict[str, Any]:
-    return calls(
-        tool_call("ask_clarification", "ask1", question=question, clarification_type="approach_choice", options=["a"])
-    )
-
-
 def _trace_of(spans: list[ReadableSpan], workflow_id: str) -> list[ReadableSpan]:
     root = next(
         s for s in spans if s.name == "StartWorkflow:HartflowRun" and _attr(s, "temporalWorkflowID") == workflow_id
@@ -122,7 +126,7 @@ async def test_a_run_is_one_trace_with_a_span_per_hook_model_and_tool_call(
         home,
         [
             {**calls(tool_call("bash", "b1", command="ls -la /mnt/user-data; exit 3")), "usage_metadata": usage},
-            _ask(),
+            ask_clarification(options=["a"]),
             answer("done"),
         ],
     )

@@ -1,7 +1,7 @@
 """Upgrade safety: the replay test (tests/test_replay.py) can fail, and the README's procedure makes it pass.
 
 Every committed history (every tag in tests/histories/) is replayed against two upgrades of the run workflow
-that add one activity after the thread state is loaded (tests/upgraded_run.py): guarded by
+that add one activity after the thread state is loaded (tests/support/upgraded_run.py): guarded by
 ``workflow.patched``, each history replays; unguarded, each one is reported nondeterministic — exactly what
 would break runs that are in flight (paused for days on a clarification, say) when the new code is deployed.
 """
@@ -17,7 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 from temporalio.workflow import NondeterminismError
 
-from tests.upgraded_run import PatchedRunWorkflow, UnpatchedRunWorkflow
+from tests.support.upgraded_run import PatchedRunWorkflow, UnpatchedRunWorkflow
 from workers.worker import workflow_runner
 from workflows.run import WORKFLOW_NAME
 

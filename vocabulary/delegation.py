@@ -6,7 +6,8 @@ Pure data and functions, read by the engine (``workflows/delegation.py``, the ru
 * :class:`SubagentsSettings` — ``run.subagents`` (DeerFlow's ``subagents`` config plus the runtime limits
   ``max_concurrent_subagents`` / ``max_total_subagents``, clamped as DeerFlow clamps them);
 * :data:`TASK_TOOL` — the ``task`` tool the lead model sees when ``run.subagent_enabled`` is on;
-* DeerFlow's subagent status contract (``H/subagents/status_contract.py``): the model-visible result text
+* DeerFlow's subagent status contract (``bytedance/deer-flow:
+  backend/packages/harness/deerflow/subagents/status_contract.py``): the model-visible result text
   (:func:`format_subagent_result_message`), the structured ``additional_kwargs``
   (:func:`make_subagent_additional_kwargs`), which UIs and TokenUsage read — strings and keys are a protocol —
   and the ToolMessage carrying both (:func:`task_result_message`);
@@ -23,11 +24,13 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vocabulary.text import head_and_tail
 from vocabulary.tools import ToolSpec
 
 TASK_TOOL_NAME = "task"
 
-# DeerFlow's clamps (``H/config/subagents_config.py``): a model asking for more is cut back, not refused.
+# DeerFlow's clamps (``bytedance/deer-flow: backend/packages/harness/deerflow/config/subagents_config.py``):
+# a model asking for more is cut back, not refused.
 MAX_CONCURRENT_RANGE = (1, 4)
 MAX_TOTAL_RANGE = (1, 50)
 
@@ -39,7 +42,7 @@ class SubagentTypeSettings(BaseModel):
 
 
 def _default_types() -> dict[str, SubagentTypeSettings]:
-    # DeerFlow's built-ins (``H/subagents/builtins/``).
+    # DeerFlow's built-ins (``bytedance/deer-flow: backend/packages/harness/deerflow/subagents/builtins/``).
     return {"general-purpose": SubagentTypeSettings(max_turns=150), "bash": SubagentTypeSettings(max_turns=60)}
 
 
@@ -119,17 +122,6 @@ RUN_STOP_REASONS: dict[str, SubagentStopReason] = {
 }
 
 
-def _bounded(text: str, cap: int = SUBAGENT_METADATA_TEXT_MAX_CHARS) -> str:
-    """Head and tail of ``text`` within ``cap`` characters, joined by an ellipsis line."""
-    cleaned = text.strip()
-    if len(cleaned) <= cap:
-        return cleaned
-    marker = "\n...\n"
-    head = cap * 2 // 3
-    tail = cap - head - len(marker)
-    return f"{cleaned[:head]}{marker}{cleaned[-tail:]}"
-
-
 def normalize_token_usage(value: Any) -> dict[str, int] | None:
     """``{input_tokens, output_tokens, total_tokens}`` as non-negative ints, or None for anything else."""
     if not isinstance(value, Mapping):
@@ -154,10 +146,10 @@ def make_subagent_additional_kwargs(
 ) -> dict[str, object]:
     payload: dict[str, object] = {SUBAGENT_STATUS_KEY: status}
     if status == "completed" and isinstance(result, str) and result.strip():
-        payload[SUBAGENT_RESULT_BRIEF_KEY] = _bounded(result)
+        payload[SUBAGENT_RESULT_BRIEF_KEY] = head_and_tail(result.strip(), SUBAGENT_METADATA_TEXT_MAX_CHARS)
         payload[SUBAGENT_RESULT_SHA256_KEY] = hashlib.sha256(result.encode("utf-8")).hexdigest()
     if status != "completed" and isinstance(error, str) and error.strip():
-        payload[SUBAGENT_ERROR_KEY] = _bounded(error)
+        payload[SUBAGENT_ERROR_KEY] = head_and_tail(error.strip(), SUBAGENT_METADATA_TEXT_MAX_CHARS)
     if stop_reason is not None:
         payload[SUBAGENT_STOP_REASON_KEY] = stop_reason
     if isinstance(model_name, str) and model_name.strip():

@@ -1,6 +1,7 @@
 """DeerFlow's human-input protocol: the ``human_input_request`` a clarification carries, and the hidden
-``human_input_response`` HumanMessage a reply becomes (``H/agents/human_input.py`` and the web UI's
-``core/messages/human-input.ts``). The payload shapes are a protocol shared with UIs: keep them exact.
+``human_input_response`` HumanMessage a reply becomes (``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/human_input.py`` and the web UI's ``bytedance/deer-flow:
+frontend/src/core/messages/human-input.ts``). The payload shapes are a protocol shared with UIs: keep them exact.
 
 A reply answers the pending request in one of three ways: an offered option (``option_id``), the form's
 ``fields`` (plus an optional free-text ``answer``), or a free-text ``answer``. :func:`validate_reply` checks

@@ -111,6 +111,11 @@ def message_text(message: BaseMessage) -> str:
     return "".join(parts)
 
 
+def last_ai_message(messages: Sequence[BaseMessage]) -> AIMessage | None:
+    """The newest AIMessage, if any."""
+    return next((message for message in reversed(messages) if isinstance(message, AIMessage)), None)
+
+
 def is_hidden(message: BaseMessage) -> bool:
     return bool(message.additional_kwargs.get("hide_from_ui"))
 

@@ -2,9 +2,9 @@
 
 Hooks return *state updates* (plain dicts, as in LangGraph); :func:`apply_update` folds an update into a
 :class:`ThreadState` channel by channel. Channels with a reducer merge; the others are last-write-wins.
-The reducers are DeerFlow's (``H/agents/thread_state.py``), including the corner cases UIs depend on:
-``sandbox`` raises on conflicting ids, ``todos=None`` keeps while ``[]`` clears, ``viewed_images={}``
-clears, ``promoted`` is scoped by catalog hash.
+The reducers are DeerFlow's (``bytedance/deer-flow: backend/packages/harness/deerflow/agents/thread_state.py``),
+including the corner cases UIs depend on: ``sandbox`` raises on conflicting ids, ``todos=None`` keeps while
+``[]`` clears, ``viewed_images={}`` clears, ``promoted`` is scoped by catalog hash.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ CONTROL_KEYS = frozenset({"jump_to"})
 DELEGATION_CAP = 50
 SKILL_CONTEXT_CAP = 8
 SKILL_DESCRIPTION_MAX_CHARS = 500
-# DeerFlow's SUBAGENT_STATUS_VALUES (``H/subagents/status_contract.py``): every status a finished task reports.
+# DeerFlow's SUBAGENT_STATUS_VALUES (``bytedance/deer-flow:
+# backend/packages/harness/deerflow/subagents/status_contract.py``): every status a finished task reports.
 TERMINAL_DELEGATION_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out", "polling_timed_out"})
 
 

@@ -188,8 +188,5 @@ class ToolCatalog:
     def get(self, name: str) -> ToolSpec | None:
         return self.tools.get(name)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        return [t.schema() for t in self.tools.values()]
-
     def names(self) -> list[str]:
         return list(self.tools)

@@ -46,6 +46,7 @@ from activities.uploads import UploadError, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
 from vocabulary.messages import message_text
 from vocabulary.paths import VIRTUAL_UPLOADS_DIR
+from vocabulary.text import model_label
 from workers import progress, telemetry
 from workers.config import ConfigError, HartflowConfig, load_config, open_object_store
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
@@ -425,7 +426,7 @@ async def cmd_runs(args: argparse.Namespace) -> int:
             started = row["started_at"][:19].replace("T", " ") if row["started_at"] else "?"
             print(
                 f"{row['thread_id']:<28} {row['status']:<15} {row['turns']:>5}  {started:<20} "
-                f"{_model_label(row['model']):<28} {row['stop_reason'] or ''}"
+                f"{model_label(row['model']):<28} {row['stop_reason'] or ''}"
             )
 
     _emit(args, {"query": query, "runs": rows}, human)
@@ -461,11 +462,6 @@ def _run_row(execution: WorkflowExecution) -> dict[str, Any]:
         "started_at": execution.start_time.isoformat() if execution.start_time else None,
         "closed_at": execution.close_time.isoformat() if execution.close_time else None,
     }
-
-
-def _model_label(spec: str) -> str:
-    provider, _, name = spec.partition(":")
-    return f"{provider}:{Path(name).name}" if provider == "scripted" else spec
 
 
 async def cmd_events(args: argparse.Namespace) -> int:

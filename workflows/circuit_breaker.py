@@ -1,12 +1,13 @@
 """The LLM circuit breaker, shared by every worker of a deployment: one small entity workflow per model.
 
-DeerFlow's breaker (reference §2.A) lives in the middleware object, so on the Gateway it is per run, and
-across processes each replica would keep its own. Here the state lives in Temporal: a long-lived workflow
-with id ``hartflow-breaker-{provider}-{model}`` owns it, started by the first report (signal-with-start),
-and every run of every worker consults and updates the same one. A breaker in the worker process would need
-no extra step per call, but each replica would trip on its own share of failures and probe on its own; a
-database or Redis would add a dependency the deployment does not have. The workflow also gives the breaker
-a durable clock (the cooldown is a workflow timer) and shows its state in the Web UI.
+DeerFlow's breaker (``LLMErrorHandlingMiddleware`` in ``bytedance/deer-flow:
+backend/packages/harness/deerflow/agents/middlewares/llm_error_handling_middleware.py``) lives in the middleware
+object, so on the Gateway it is per run, and across processes each replica would keep its own. Here the state lives
+in Temporal: a long-lived workflow with id ``hartflow-breaker-{provider}-{model}`` owns it, started by the first
+report (signal-with-start), and every run of every worker consults and updates the same one. A breaker in the worker
+process would need no extra step per call, but each replica would trip on its own share of failures and probe on its
+own; a database or Redis would add a dependency the deployment does not have. The workflow also gives the breaker a
+durable clock (the cooldown is a workflow timer) and shows its state in the Web UI.
 
 States (DeerFlow's): ``closed`` counts consecutive exhausted retriable failures; at ``failure_threshold``
 it opens for ``recovery_timeout_sec``; then ``half_open`` admits exactly one probe; the probe's success

@@ -1,6 +1,7 @@
 """DeerFlow's memory updater, as pure functions the memory workflow replays: the prompt that asks a model to
 update a user's memory from one conversation, and how its JSON answer is folded into the memory document
-(``H/agents/memory/prompt.py`` ``MEMORY_UPDATE_PROMPT`` and ``updater.py`` ``_apply_updates``).
+(``bytedance/deer-flow: backend/packages/harness/deerflow/agents/memory/prompt.py`` ``MEMORY_UPDATE_PROMPT`` and
+``updater.py`` ``_apply_updates``).
 
 Not reproduced: the correction/reinforcement hints (``{correction_hint}`` is left empty), staleness review and
 consolidation, and the post-hoc scrubbing of upload mentions.

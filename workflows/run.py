@@ -64,9 +64,10 @@ from vocabulary.human_input import (
     response_message,
     validate_reply,
 )
-from vocabulary.messages import message_text
+from vocabulary.messages import last_ai_message, message_text
 from vocabulary.paths import InvalidIdError, validate_thread_id, validate_user_id
 from vocabulary.state import StateUpdate, ThreadState, apply_update
+from vocabulary.text import ELLIPSIS, model_label, one_line
 from vocabulary.tools import ToolCatalog, ToolSpec
 from vocabulary.transcript import MessageHasher, TranscriptCursor
 from workflows import mcp_tools
@@ -332,7 +333,7 @@ class RunWorkflow:
             if after.jump_to == "end":
                 return
 
-            ai = _last_ai_message(self._state)
+            ai = last_ai_message(self._state.messages)
             calls = list(ai.tool_calls) if ai is not None else []
             # A stop reason means a hard stop (LoopDetection, SafetyFinishReason) cleared this turn's calls so the
             # run ends on it: invalid calls they leave behind must not start another turn.
@@ -398,7 +399,7 @@ class RunWorkflow:
                 retry_signal=LLM_RETRY_SIGNAL,
             ),
             result_type=AIMessage,
-            summary=f"model {_model_label(request.model)} · turn {ctx.turn}",
+            summary=f"model {model_label(request.model)} · turn {ctx.turn}",
             options=ActivityOptions(
                 start_to_close=timedelta(seconds=settings.timeout_seconds),
                 heartbeat=timedelta(seconds=settings.heartbeat_seconds),
@@ -661,7 +662,7 @@ class RunWorkflow:
         self._version = result.version
 
     async def _finish(self, failure: BaseException | None) -> RunView:
-        ai = _last_ai_message(self._state)
+        ai = last_ai_message(self._state.messages)
         if self._final_message is None and ai is not None and not ai.tool_calls:
             self._final_message = message_text(ai)
         if failure is None:
@@ -747,7 +748,7 @@ class RunWorkflow:
         ctx = self._ctx
         lines = [f"**Status:** {self._status} · turn {ctx.turn}"]
         if self._final_message and self._status != "running":
-            lines.append(f"**Answer:** {_shorten(self._final_message, 300)}")
+            lines.append(f"**Answer:** {one_line(self._final_message, 300, ELLIPSIS)}")
         if self._last_tool:
             lines.append(f"**Last tool:** {self._last_tool}")
         if ctx.stop_reason:
@@ -776,13 +777,6 @@ class RunWorkflow:
         )
 
 
-def _last_ai_message(state: ThreadState) -> AIMessage | None:
-    for message in reversed(state.messages):
-        if isinstance(message, AIMessage):
-            return message
-    return None
-
-
 def _is_cancellation(exc: BaseException) -> bool:
     return is_cancelled_exception(exc)
 
@@ -807,25 +801,12 @@ def input_problem(input: RunInput) -> str | None:
     return message_problem(input.message, input.settings.max_message_chars)
 
 
-def _model_label(spec: str) -> str:
-    provider, _, name = spec.partition(":")
-    if provider == "scripted":
-        name = name.replace("\\", "/").rsplit("/", 1)[-1]
-    return f"{provider}:{name}" if name else provider
-
-
 def _preview(args: Any, limit: int = 60) -> str:
     if isinstance(args, dict):
         for key in ("command", "path", "pattern", "question"):
             if isinstance(args.get(key), str):
-                return _shorten(args[key], limit)
+                return one_line(args[key], limit, ELLIPSIS)
     return ""
-
-
-def _shorten(text: str, limit: int) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def _state_brief(state: ThreadState) -> dict[str, Any]:
@@ -839,12 +820,12 @@ def _state_brief(state: ThreadState) -> dict[str, Any]:
     if state.viewed_images:
         brief["viewed_images"] = sorted(state.viewed_images)
     if state.summary_text:
-        brief["summary_text"] = _shorten(state.summary_text, 200)
+        brief["summary_text"] = one_line(state.summary_text, 200, ELLIPSIS)
     brief["messages"] = [
         {
             "type": message.type,
             **({"name": message.name} if message.name else {}),
-            "text": _shorten(message_text(message), 200),
+            "text": one_line(message_text(message), 200, ELLIPSIS),
             **(
                 {"tool_calls": [call["name"] for call in message.tool_calls]}
                 if isinstance(message, AIMessage) and message.tool_calls

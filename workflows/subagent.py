@@ -2,7 +2,7 @@
 
 It is the run workflow with four differences, made by overriding rather than by touching the loop:
 
-* the chain is the subagent chain (``build_subagent_chain``, reference §1.5) and the catalog has neither
+* the chain is the subagent chain (``build_subagent_chain``, DeerFlow's subagent segment) and the catalog has neither
   ``ask_clarification`` (no Clarification: a subagent cannot ask the user) nor ``task`` (no recursion);
 * its state is its own: one message list seeded with the task's prompt, never loaded from or committed to the
   thread (no thread commit, no Memory). It shares the thread's files and the lead run's sandbox id, which the

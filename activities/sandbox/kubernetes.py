@@ -51,7 +51,7 @@ class _Strict(BaseModel):
 
 
 class SandboxResources(_Strict):
-    """DeerFlow's provisioner defaults (reference §4.4)."""
+    """DeerFlow's provisioner defaults (``bytedance/deer-flow: docker/provisioner/app.py``)."""
 
     requests: dict[str, str] = Field(
         default_factory=lambda: {"cpu": "100m", "memory": "256Mi", "ephemeral-storage": "500Mi"}

@@ -20,6 +20,7 @@ from typing import IO, Protocol
 
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, InvalidIdError, ThreadPaths
 from activities.sandbox.base import GrepMatch, Sandbox, SandboxError, SandboxProvider
+from vocabulary.text import clip
 
 LOCAL_HOST_BASH_DISABLED_MESSAGE = (
     "Host bash execution is disabled for LocalSandboxProvider because it is not a secure sandbox boundary. "
@@ -371,9 +372,7 @@ class LocalSandbox(Sandbox):
                 if regex.search(line):
                     if len(matches) >= max_results:
                         return matches
-                    text = line.rstrip("\r\n")
-                    if len(text) > _GREP_LINE_CHARS:
-                        text = text[: _GREP_LINE_CHARS - 3] + "..."
+                    text = clip(line.rstrip("\r\n"), _GREP_LINE_CHARS)
                     matches.append(GrepMatch(self._virtual(host), number, text))
         return matches
 

@@ -79,6 +79,20 @@ def calls(*tool_calls: dict[str, Any], content: str = "") -> dict[str, Any]:
     }
 
 
+def ask_clarification(
+    question: str = "Which colour?",
+    *,
+    call_id: str | None = "ask1",
+    options: list[str] | None = None,
+    clarification_type: str = "approach_choice",
+) -> dict[str, Any]:
+    """A scripted model turn that asks the user (``ask_clarification``); ``options`` only when given."""
+    args: dict[str, Any] = {"question": question, "clarification_type": clarification_type}
+    if options:
+        args["options"] = options
+    return calls(tool_call("ask_clarification", call_id, **args))
+
+
 @contextlib.asynccontextmanager
 async def running_worker(client: Client, config: HartflowConfig, **options: Any) -> AsyncIterator[None]:
     """A worker for ``config`` on ``client``'s connection, with ``config``'s converter (its claim check)."""

@@ -1,8 +1,8 @@
 """A Kubernetes cluster for tests: kmock's API emulator over real HTTP, and a kubelet that runs sandbox pods.
 
 No kube-apiserver can be installed here, so :class:`Cluster` serves kmock's ``KubernetesEmulator`` on a real
-127.0.0.1 port, on its own thread, for the official ``kubernetes`` client (infra-recipes §4: objects keep
-their namespace in the body; selectors are ignored; nothing ever sets a status).
+127.0.0.1 port, on its own thread, for the official ``kubernetes`` client. The emulator is no full apiserver:
+objects keep their namespace in the body, selectors are ignored, and nothing ever sets a status.
 
 :class:`Kubelet` plays the node. It watches the sandbox namespace, and for every new pod runs what the
 container would run — ``python -S -m workers.sandbox_server`` with only the repository on ``PYTHONPATH`` (the
@@ -36,7 +36,7 @@ import kmock
 from kubernetes import client as k8s
 from kubernetes import watch
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "hartflow-sandboxes"
 
 
