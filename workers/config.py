@@ -22,6 +22,7 @@ from activities.storage import ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
+from workers.api.auth import ApiSettings
 from workflows.settings import RunSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
@@ -119,6 +120,7 @@ class HartflowConfig(_Strict):
     run: RunSettings = Field(default_factory=RunSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    api: ApiSettings = Field(default_factory=ApiSettings, description="hartflow serve: auth, body cap, model specs")
 
     @property
     def home(self) -> Path:
