@@ -79,6 +79,7 @@ from workflows.paths import InvalidIdError, validate_thread_id, validate_user_id
 from workflows.prompt import SYSTEM_PROMPT
 from workflows.settings import RunSettings
 from workflows.state import StateUpdate, ThreadState, apply_update
+from workflows.state_stream import MESSAGES_TOPIC, StatePublisher
 from workflows.tools import ToolCatalog
 from workflows.transcript import MessageHasher, TranscriptCursor
 
@@ -202,6 +203,9 @@ class RunWorkflow:
         progress = self._stream.topic(PROGRESS_TOPIC, type=dict)
         self._ctx.event_offset = prior.base_offset + len(prior.log) if prior is not None else 0
         self._ctx.publish = lambda event: progress.publish(event.as_dict())
+        # API clients stream the thread state (values, messages) from the same stream: the run publishes it.
+        self._state_publisher = StatePublisher(self._stream.topic(MESSAGES_TOPIC, type=dict))
+        self._ctx.before_emit = self._publish_state
 
     # -- the run ------------------------------------------------------------------------------------------
 
@@ -265,6 +269,9 @@ class RunWorkflow:
         if input.files:
             message.additional_kwargs["files"] = list(input.files)
         self._apply({"messages": [message]})
+
+    def _publish_state(self) -> None:
+        self._ctx.event_offset += self._state_publisher.sync(self._state)
 
     def _apply(self, update: StateUpdate) -> None:
         self._state = apply_update(self._state, update, new_id=self._ctx.uuid)
