@@ -756,6 +756,21 @@ def cmd_skills(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_serve(args: argparse.Namespace) -> int:
+    from workers.api.auth import unsafe_bind_problem
+    from workers.api.server import serve
+
+    config = _config(args)
+    problem = unsafe_bind_problem(config.api, args.host)
+    if problem is not None:
+        raise BadInput(problem)
+    if not 0 <= args.port <= 65535:
+        raise BadInput(f"--port {args.port} is not a TCP port")
+    async with Stack(config, quiet=True, ui=False) as stack:
+        await serve(config, stack.client, args.host, args.port)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from workers.demo import run_demo
 
@@ -834,6 +849,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", parents=[common], help="run the embedded stack in the foreground")
     dev.add_argument("--trace", action="store_true", help="print every span to stderr (telemetry.traces: console)")
     dev.set_defaults(handler=cmd_dev)
+    serve = sub.add_parser("serve", parents=[common], help="serve the LangGraph Agent Server API over HTTP")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=2024, help="port to bind (default 2024)")
+    serve.set_defaults(handler=cmd_serve)
     demo = sub.add_parser("demo", parents=[common], help="a scripted run: tools, a pause, the reply")
     demo.set_defaults(handler=cmd_demo)
 
