@@ -29,6 +29,7 @@ from activities.llm_breaker import LlmBreakerActivities
 from activities.memory_queue import MemoryQueueActivities
 from activities.memory_store import MemoryActivities
 from activities.model import ModelActivities
+from activities.run_archive import RunArchiveActivities
 from activities.sandbox.base import SandboxProvider
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
@@ -125,6 +126,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     return [
         store.load,
         store.commit,
+        RunArchiveActivities(objects).archive,
         ModelActivities(objects).invoke,
         LlmBreakerActivities().check,
         LlmBreakerActivities().report,
