@@ -17,7 +17,7 @@ The workflow id is derived from the thread id, so Temporal itself guarantees one
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, NoReturn
 
@@ -77,6 +77,7 @@ from workflows.human_input import (
 from workflows.messages import message_text
 from workflows.paths import InvalidIdError, validate_thread_id, validate_user_id
 from workflows.prompt import SYSTEM_PROMPT
+from workflows.run_archive import archive_run, archives_runs
 from workflows.settings import RunSettings
 from workflows.state import StateUpdate, ThreadState, apply_update
 from workflows.state_stream import MESSAGES_TOPIC, StatePublisher
@@ -155,6 +156,8 @@ class RunView:
     usage: dict[str, int] | None = None
     """The run's token totals (``input_tokens``, ``output_tokens``, ``total_tokens``); ``None`` when
     TokenUsage is off."""
+    chain: list[str] = field(default_factory=list)
+    """The run's middleware chain, outermost first (empty in results of runs from before it was recorded)."""
 
 
 @dataclass
@@ -645,14 +648,20 @@ class RunWorkflow:
         ai = _last_ai_message(self._state)
         if self._final_message is None and ai is not None and not ai.tool_calls:
             self._final_message = message_text(ai)
+        status: RunStatus
         if failure is None:
             errored = ai is not None and bool(ai.additional_kwargs.get("deerflow_error_fallback"))
-            self._set_status("error" if errored else "completed")
-        elif _is_cancellation(failure):
-            self._set_status("cancelled")
+            status = "error" if errored else "completed"
         else:
-            self._set_status("error")
-        self._ctx.emit("run_finished", status=self._status, stop_reason=self._ctx.stop_reason)
+            status = "cancelled" if _is_cancellation(failure) else "error"
+        if archives_runs():
+            # Archived before the status turns final, so a client that saw the run settle finds the archive.
+            self._ctx.emit("run_finished", status=status, stop_reason=self._ctx.stop_reason)
+            await archive_run(self._ctx, self._final_view(status, failure), self._stream.get_state(), self._version)
+            self._set_status(status)
+        else:
+            self._set_status(status)
+            self._ctx.emit("run_finished", status=self._status, stop_reason=self._ctx.stop_reason)
         # Stream subscribers get their last events now; waiting for them to stop polling would never end.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -661,6 +670,17 @@ class RunWorkflow:
         if _is_cancellation(failure):
             raise failure
         raise ApplicationError(f"run failed: {failure}", type="RunFailed", non_retryable=True) from failure
+
+    def _final_view(self, status: RunStatus, failure: BaseException | None) -> dict[str, Any]:
+        view = asdict(self._view())
+        view["status"] = status
+        view["pending_input"] = None  # a closed run waits for nothing (a cancelled pause leaves its request)
+        if status == "error" and failure is not None and view["final_message"] is None:
+            cause: BaseException = failure
+            while isinstance(getattr(cause, "cause", None), BaseException):
+                cause = cause.cause  # type: ignore[attr-defined]
+            view["final_message"] = f"run failed: {cause}"
+        return view
 
     def _continue_as_new(self) -> NoReturn:
         ctx = self._ctx
@@ -753,6 +773,7 @@ class RunWorkflow:
             turns=ctx.turn,
             model=ctx.model,
             usage=next((mw.usage() for mw in self._chain if isinstance(mw, TokenUsageMiddleware)), None),
+            chain=describe(self._chain),
         )
 
 
