@@ -181,3 +181,4 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
         finally:
             first.stop()
             second.stop()
+            print("".join(first.stderr + second.stderr))  # shown when the test fails

@@ -78,8 +78,8 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
         if after is None:
             yield frames.metadata()
         current = await status.chain(context.client, thread)
-        live = current.first_run_id == frames.record.workflow_run_id
-        async for frame in run_frames(context.client, frames, after, live_chain=live):
+        live = current.first_run_id == frames.record.workflow_run_id and current.active
+        async for frame in run_frames(context.client, context.objects, thread, frames, after, current):
             yield frame
         ended = True
         yield Frame("end", None)
@@ -94,8 +94,7 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
 async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> dict[str, Any]:
     frames = RunFrames(record, ["values"])
     current = await status.chain(context.client, thread)
-    live = current.first_run_id == record.workflow_run_id
-    async for _ in run_frames(context.client, frames, None, live_chain=live):
+    async for _ in run_frames(context.client, context.objects, thread, frames, None, current):
         pass
     return frames.result()
 

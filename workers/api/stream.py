@@ -16,6 +16,7 @@ every replica and after any restart, and ``Last-Event-ID`` resumes right after i
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -23,10 +24,14 @@ from datetime import timedelta
 from typing import Any
 
 from fastapi import HTTPException
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from activities.run_archive import load_run_archive
+from activities.storage import ObjectStore
 from workers.api.records import RunRecord
+from workers.api.status import Chain
+from workflows.contracts import ThreadRef
 from workflows.run import PROGRESS_TOPIC
 from workflows.state_stream import MESSAGES_TOPIC, fold
 
@@ -125,26 +130,50 @@ class RunFrames:
             frames.append((event, data))
 
 
-async def run_frames(
-    client: Client, frames: RunFrames, after: tuple[int, int] | None, *, live_chain: bool
-) -> AsyncIterator[Frame]:
-    """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends."""
-    record = frames.record
-    if not live_chain:
-        return  # a run of an earlier workflow of the thread: its stream is gone with it (no archive yet)
+async def _items(
+    client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
+) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
+    """The stream items of the run's workflow chain, offset order: from the run archive once the chain closed
+    (no worker, no replay), else from the live workflow stream."""
+    if current.first_run_id != record.workflow_run_id or not current.active:
+        archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
+        if archive is not None:
+            for event in archive.events:
+                yield event.offset, event.topic, event.data
+            return
+        if current.first_run_id != record.workflow_run_id:
+            return  # an earlier workflow of the thread that closed before runs were archived: nothing to replay
     stream = WorkflowStreamClient.create(client, record.workflow_id)
     items = stream.subscribe(
         [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN
     )
     try:
         async for item in items:
-            if item.offset < record.start_offset:
-                frames.skip(item.topic, item.data)
-                continue
-            for index, (event, data) in enumerate(frames.frames_for(item.topic, item.data)):
-                if after is None or (item.offset, index) > after:
-                    yield Frame(event, data, f"{item.offset}-{index}")
-            if frames.outcome is not None:
-                return
+            yield item.offset, item.topic, item.data
     finally:
         await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
+
+
+async def run_frames(
+    client: Client, objects: ObjectStore, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
+    current: Chain,
+) -> AsyncIterator[Frame]:
+    """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends. A segment that
+    ends the run ends once its workflow closed, so a client that saw the end reads the run's final status."""
+    record = frames.record
+    items = _items(client, objects, thread, record, current)
+    try:
+        async for offset, topic, data in items:
+            if offset < record.start_offset:
+                frames.skip(topic, data)
+                continue
+            for index, (event, payload) in enumerate(frames.frames_for(topic, data)):
+                if after is None or (offset, index) > after:
+                    yield Frame(event, payload, f"{offset}-{index}")
+            if frames.outcome is not None:
+                break
+    finally:
+        await items.aclose()  # type: ignore[attr-defined]
+    if frames.outcome is not None and frames.outcome.get("kind") == "run_finished" and current.active:
+        with contextlib.suppress(WorkflowFailureError):  # failed or cancelled: the frames said so already
+            await client.get_workflow_handle(record.workflow_id).result()
