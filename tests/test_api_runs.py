@@ -266,3 +266,36 @@ async def test_the_sdk_default_payload_and_deerflows_are_served(url: str) -> Non
         assert response.status_code == 200, response.text
         assert response.json()["messages"][-1]["content"] == "first answer"
         assert response.headers["content-location"].startswith(f"/threads/{thread['thread_id']}/runs/")
+
+
+async def test_deerflows_reply_message_and_a_plain_message_answer_the_pause(url: str, scripts: dict[str, str],
+                                                                            client: Client) -> None:
+    sdk = get_client(url=url)
+    thread_id = (await sdk.threads.create())["thread_id"]
+    parts = await _pause(sdk, thread_id, scripts["ask"])
+    request = [p.data for p in parts if p.event == "values"][-1]["__interrupt__"][0]["value"]
+    red = next(o["id"] for o in request["options"] if o["label"] == "red")
+    response = {"version": 1, "kind": "human_input_response", "source": "ask_clarification",
+                "request_id": request["request_id"], "response_kind": "option", "value": "red", "option_id": red}
+    message = {"type": "human", "content": "red", "additional_kwargs": {"hide_from_ui": True,
+                                                                       "human_input_response": response}}
+    final = await sdk.runs.wait(thread_id, "lead_agent", input={"messages": [message]})
+    assert final["messages"][-1]["content"] == "blue it is"  # the script's answer to whatever was chosen
+    replies = [m for m in final["messages"] if m["type"] == "human" and m["additional_kwargs"].get("hide_from_ui")]
+    assert replies and "red" in str(replies[-1]["content"])
+
+    # A plain message on an interrupted thread is a free-text answer, to the same workflow.
+    other = (await sdk.threads.create())["thread_id"]
+    await _pause(sdk, other, scripts["ask"])
+    paused_run = (await client.get_workflow_handle(workflow_id_for(other)).describe()).run_id
+    final = await sdk.runs.wait(other, "hartflow", input=user("green, actually"))
+    assert any("green, actually" in str(m["content"]) for m in final["messages"])
+    assert (await client.get_workflow_handle(workflow_id_for(other)).describe()).run_id == paused_run
+
+
+async def test_if_not_exists_create_makes_the_thread(url: str) -> None:
+    sdk = get_client(url=url)
+    thread_id = unique("made-by-run")
+    final = await sdk.runs.wait(thread_id, "hartflow", input=user("hi"), if_not_exists="create")
+    assert final["messages"][-1]["content"] == "first answer"
+    assert (await sdk.threads.get(thread_id))["status"] == "idle"

@@ -66,13 +66,15 @@ class ApiServer:
             self._process.kill()
             self._process.wait()
 
-    def stop(self) -> None:
+    def stop(self) -> int | None:
+        """SIGTERM, as a service manager stops it; returns its exit code."""
         if self._process is not None and self._process.poll() is None:
             self._process.send_signal(signal.SIGTERM)
             try:
                 self._process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+        return None if self._process is None else self._process.returncode
 
 
 class CuttingProxy:
