@@ -1,6 +1,6 @@
-"""The Agent Server API driven by the official ``langgraph-sdk`` client against a real uvicorn on loopback: discovery,
-thread CRUD and search, streamed runs, wait, history, clarification as an interrupt and its resume, busy threads,
-cancel, and bad input. Durable streams (rejoin, reconnect, restart, replicas) are in ``test_api_streams.py``."""
+"""The Agent Server API through the official ``langgraph-sdk`` client on a real uvicorn (loopback): discovery, threads,
+streamed runs, wait, history, clarification as an interrupt and its resume, busy threads, cancel, bad input.
+Durable streams (rejoin, reconnect, restart, replicas) are in ``test_api_streams.py``."""
 
 from __future__ import annotations
 
