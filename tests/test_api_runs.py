@@ -277,8 +277,7 @@ async def test_deerflows_reply_message_and_a_plain_message_answer_the_pause(url:
     red = next(o["id"] for o in request["options"] if o["label"] == "red")
     response = {"version": 1, "kind": "human_input_response", "source": "ask_clarification",
                 "request_id": request["request_id"], "response_kind": "option", "value": "red", "option_id": red}
-    message = {"type": "human", "content": "red", "additional_kwargs": {"hide_from_ui": True,
-                                                                       "human_input_response": response}}
+    message = {"type": "human", "content": "red", "additional_kwargs": {"human_input_response": response}}
     final = await sdk.runs.wait(thread_id, "lead_agent", input={"messages": [message]})
     assert final["messages"][-1]["content"] == "blue it is"  # the script's answer to whatever was chosen
     replies = [m for m in final["messages"] if m["type"] == "human" and m["additional_kwargs"].get("hide_from_ui")]
