@@ -49,6 +49,8 @@ def hartflow_api(workdir: Path, turns: int = TURNS) -> Iterator[str]:
                 yield api.url
             finally:
                 api.stop()
+                if any("Traceback" in line or "ERROR" in line for line in api.stderr):
+                    print("hartflow serve logged errors:\n" + "".join(api.stderr[-60:]), file=sys.stderr)
     finally:
         server.stop()
 
