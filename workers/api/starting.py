@@ -12,6 +12,7 @@ one. Everything is checked before anything is written: a refused request starts 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 from typing import Any, Literal
@@ -165,12 +166,15 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     body.modes()
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
-    if records.thread_record(context.objects, thread) is None and not context.store.exists(thread):
+    if not await asyncio.to_thread(_thread_exists, context, thread):
         if body.if_not_exists != "create":
             raise HTTPException(404, f"thread {thread.thread_id} not found")
-        records.save_thread_record(context.objects, thread, records.new_thread_record(thread, {}))
+        record = records.new_thread_record(thread, {})
+        await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
     current = await status.chain(context.client, thread)
-    reply = reply_for(body, current.pending)
+    paused = current.status == "awaiting_input"
+    committed = await asyncio.to_thread(context.store.record, thread) if paused else None
+    reply = reply_for(body, status.pending_request((committed or {}).get("state")))
     workflow_id = workflow_id_for(thread.thread_id)
     if reply is not None:
         assert current.first_run_id is not None
@@ -179,13 +183,17 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             raise HTTPException(422, f"reply refused: {_root(exc)}") from None
-        return _record(context, thread, body, current.first_run_id, offset)
+        return await asyncio.to_thread(_record, context, thread, body, current.first_run_id, offset)
     if current.active:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; "
                                  "wait for it to finish or cancel it (multitask_strategy 'reject')")
     first_run_id = await _start(context, thread, body)
-    _finalize_previous(context, thread, current)
-    return _record(context, thread, body, first_run_id, 0)
+    await asyncio.to_thread(_finalize_previous, context, thread, current)
+    return await asyncio.to_thread(_record, context, thread, body, first_run_id, 0)
+
+
+def _thread_exists(context: ApiContext, thread: ThreadRef) -> bool:
+    return records.thread_record(context.objects, thread) is not None or context.store.exists(thread)
 
 
 async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate) -> str:

@@ -45,7 +45,6 @@ class Chain:
 
     first_run_id: str | None
     status: str
-    pending: dict[str, Any] | None = None
 
     @property
     def active(self) -> bool:
@@ -69,11 +68,8 @@ async def chain(client: Client, thread: ThreadRef) -> Chain:
         return Chain(None, "none")  # the workflow id is per thread id: another user's run is not this thread's
     first = description.raw_info.first_run_id or description.run_id
     if description.status == WorkflowExecutionStatus.RUNNING:
-        status = attributes.get(sa.STATUS) or "running"
-        if status == "awaiting_input":
-            pending: dict[str, Any] | None = await handle.query("pending_input")
-            return Chain(first, status if pending else "running", pending)
-        return Chain(first, "running")
+        paused = attributes.get(sa.STATUS) == "awaiting_input"
+        return Chain(first, "awaiting_input" if paused else "running")
     if description.status in _CLOSED:
         return Chain(first, _CLOSED[description.status])
     closed = attributes.get(sa.STATUS)
@@ -89,7 +85,19 @@ def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
     return RUN_STATUS.get(current.status, "success")
 
 
-def interrupts(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
-    if not pending:
+def pending_request(values: dict[str, Any] | None, request_id: str | None = None) -> dict[str, Any] | None:
+    """The ``human_input_request`` a pause asks, from the state: the ask_clarification ToolMessage carries it
+    (``artifact.human_input``), and the run commits it before it pauses, so storage answers without a worker."""
+    for message in reversed((values or {}).get("messages") or []):
+        request = (message.get("artifact") or {}).get("human_input") if message.get("type") == "tool" else None
+        if isinstance(request, dict) and (request_id is None or request.get("request_id") == request_id):
+            return request
+    return None
+
+
+def interrupts(current: Chain, values: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The thread's interrupts, LangGraph's way: the pending question while its run is paused."""
+    request = pending_request(values) if current.status == "awaiting_input" else None
+    if request is None:
         return []
-    return [{"id": str(pending.get("request_id") or "ask_clarification"), "value": pending}]
+    return [{"id": str(request.get("request_id") or "ask_clarification"), "value": request}]

@@ -30,7 +30,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from activities.run_archive import load_run_archive
 from activities.storage import ObjectStore
 from workers.api.records import RunRecord
-from workers.api.status import Chain
+from workers.api.status import Chain, pending_request
 from workflows.contracts import ThreadRef
 from workflows.run import PROGRESS_TOPIC
 from workflows.state_stream import MESSAGES_TOPIC, fold
@@ -56,15 +56,6 @@ def resume_point(last_event_id: str | None) -> tuple[int, int] | None:
     if match is None:
         raise HTTPException(422, f"Last-Event-ID {last_event_id!r} is not an event id of this server")
     return int(match.group(1)), int(match.group(2) or 0)
-
-
-def pending_request(values: dict[str, Any] | None, request_id: str | None) -> dict[str, Any] | None:
-    """The ``human_input_request`` the pause asks: the ask_clarification ToolMessage carries it."""
-    for message in reversed((values or {}).get("messages") or []):
-        request = (message.get("artifact") or {}).get("human_input") if message.get("type") == "tool" else None
-        if isinstance(request, dict) and (request_id is None or request.get("request_id") == request_id):
-            return request
-    return None
 
 
 class RunFrames:
@@ -133,16 +124,15 @@ class RunFrames:
 async def _items(
     client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
 ) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
-    """The stream items of the run's workflow chain, offset order: from the run archive once the chain closed
-    (no worker, no replay), else from the live workflow stream."""
+    """The stream items of the run's workflow chain, offset order: from the live workflow stream while the
+    chain is open, else from its run archive (no worker, no replay)."""
     if current.first_run_id != record.workflow_run_id or not current.active:
         archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
         if archive is not None:
             for event in archive.events:
                 yield event.offset, event.topic, event.data
             return
-        if current.first_run_id != record.workflow_run_id:
-            return  # an earlier workflow of the thread that closed before runs were archived: nothing to replay
+        return  # closed before runs were archived: its stream went with it (reading it would replay history)
     stream = WorkflowStreamClient.create(client, record.workflow_id)
     items = stream.subscribe(
         [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN

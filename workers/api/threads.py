@@ -75,7 +75,7 @@ def committed_values(context: ApiContext, thread: ThreadRef) -> tuple[dict[str, 
 async def thread_view(context: ApiContext, thread: ThreadRef, record: dict[str, Any]) -> dict[str, Any]:
     values, _, committed_at = await asyncio.to_thread(committed_values, context, thread)
     current = await status.chain(context.client, thread)
-    pending = status.interrupts(current.pending)
+    pending = status.interrupts(current, values)
     return {
         **record,
         "updated_at": max(record["updated_at"], committed_at or ""),
@@ -163,7 +163,7 @@ async def get_state(thread: Thread, context: Context) -> dict[str, Any]:
     await asyncio.to_thread(require_record, context, thread)
     values, version, committed_at = await asyncio.to_thread(committed_values, context, thread)
     current = await status.chain(context.client, thread)
-    return state_view(thread, values, version, committed_at, status.interrupts(current.pending))
+    return state_view(thread, values, version, committed_at, status.interrupts(current, values))
 
 
 @router.post("/threads/{thread_id}/history")
@@ -177,6 +177,6 @@ async def get_history(body: HistoryRequest, thread: Thread,
         committed = await asyncio.to_thread(context.store.version_record, thread, version)
         if committed is None:
             continue  # pruned between the listing and the read
-        pending = status.interrupts(current.pending) if not states else []
+        pending = status.interrupts(current, committed["state"]) if not states else []
         states.append(state_view(thread, committed["state"], version, committed.get("committed_at"), pending))
     return states
