@@ -114,6 +114,28 @@ async def test_another_users_thread_is_not_found(base_url: str, api_config: Hart
     assert (await alice.threads.get(thread_id))["metadata"] == {"owner": "alice"}
 
 
+async def test_uploads_may_precede_the_thread_but_never_take_another_users_id(
+    base_url: str, api_config: HartflowConfig
+) -> None:
+    """DeerFlow's frontend uploads a new chat's files, then creates the thread with that id."""
+    alice, bob = sdk(base_url, "alice"), sdk(base_url, "bob")
+    new_id = f"new-chat-{os.getpid()}"
+    async with http(base_url, "alice") as as_alice, http(base_url, "bob") as as_bob:
+        sent = await as_alice.post(f"/api/threads/{new_id}/uploads", files={"files": ("brief.txt", b"hello")})
+        assert sent.status_code == 200, sent.text
+        before = stored_keys(open_object_store(api_config))
+        taken = await as_bob.post(f"/api/threads/{new_id}/uploads", files={"files": ("x.txt", b"bob")})
+        assert taken.status_code == 404  # the id is alice's now: bob's upload is refused, nothing written
+        assert stored_keys(open_object_store(api_config)) == before
+        assert (await as_bob.get(f"/api/threads/{new_id}/uploads/list")).status_code == 404
+        created = await alice.threads.create(thread_id=new_id)  # the first run's thread, same id
+        assert created["thread_id"] == new_id
+        listed = (await as_alice.get(f"/api/threads/{new_id}/uploads/list")).json()
+        assert [f["filename"] for f in listed["files"]] == ["brief.txt"]
+    with pytest.raises(NotFoundError):
+        await bob.threads.get(new_id)
+
+
 async def test_uploads_and_artifacts_round_trip(base_url: str, api_config: HartflowConfig) -> None:
     thread_id = (await sdk(base_url, "alice").threads.create())["thread_id"]
     async with http(base_url, "alice") as api:

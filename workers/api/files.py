@@ -15,7 +15,9 @@
 The rules are the CLI's, from one place: thread ids (``deps.path_thread`` → ``workflows/paths.py``), upload
 names (``activities/uploads.py``), virtual paths and symlink escapes (``activities/thread_files.py``). Every
 name of a request is checked before the first write, so bad input writes nothing; another user's thread is
-not found (404), because every key is under the caller's own ``users/{user_id}/``.
+not found (404), and every key is under the caller's own ``users/{user_id}/``. Uploads may precede the thread
+(DeerFlow's frontend uploads a new chat's files before the run that creates it): see
+:func:`require_upload_target`.
 """
 
 from __future__ import annotations
@@ -28,13 +30,17 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, File, HTTPException, UploadFile
 from starlette.responses import Response
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.thread_files import PathEscapeError, ThreadFiles, user_data_relative
+from activities.thread_store import ObjectThreadStore
 from activities.uploads import UploadError, upload_key, validate_upload_name
 from workers.api.deps import ApiContext, api, path_thread
-from workers.api.threads import require_record
+from workers.api.threads import existing_record
+from workflows import search_attributes as sa
 from workflows.contracts import ThreadRef
 from workflows.paths import VIRTUAL_OUTPUTS_DIR, VIRTUAL_PATH_PREFIX, VIRTUAL_UPLOADS_DIR, is_upload_staging_file
+from workflows.run import workflow_id_for
 
 router = APIRouter()
 CallerThread = Annotated[ThreadRef, Depends(path_thread)]
@@ -46,6 +52,50 @@ _VIRTUAL_ROOT = VIRTUAL_PATH_PREFIX.lstrip("/") + "/"
 
 def thread_files(context: ApiContext) -> ThreadFiles:
     return ThreadFiles(context.objects, context.config.home)
+
+
+def _has_objects(context: ApiContext, thread: ThreadRef) -> bool:
+    return next(iter(context.objects.list(ObjectThreadStore.thread_prefix(thread))), None) is not None
+
+
+def _is_callers(context: ApiContext, thread: ThreadRef) -> bool:
+    """The caller made this thread, or already uploaded to it before its first run."""
+    return existing_record(context, thread) is not None or _has_objects(context, thread)
+
+
+def require_callers(context: ApiContext, thread: ThreadRef) -> None:
+    if not _is_callers(context, thread):
+        raise HTTPException(404, f"thread {thread.thread_id} not found")
+
+
+def _stored_by_another_user(context: ApiContext, thread: ThreadRef) -> bool:
+    return any(
+        _has_objects(context, ThreadRef(user, thread.thread_id))
+        for user in context.objects.list_children("users/")
+        if user != thread.user_id
+    )
+
+
+async def _run_by_another_user(context: ApiContext, thread: ThreadRef) -> bool:
+    try:
+        description = await context.client.get_workflow_handle(workflow_id_for(thread.thread_id)).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return description.typed_search_attributes.get(sa.USER_ID) not in (None, thread.user_id)
+
+
+async def require_upload_target(context: ApiContext, thread: ThreadRef) -> None:
+    """Uploads may come before the thread: DeerFlow's frontend uploads a new chat's files, then its first run
+    creates the thread with that id. So a thread id the caller has not used yet takes uploads (into the
+    caller's own folder), unless the id is another user's thread: then it is 404, as on every route."""
+    if await asyncio.to_thread(_is_callers, context, thread):
+        return
+    if await _run_by_another_user(context, thread) or await asyncio.to_thread(
+        _stored_by_another_user, context, thread
+    ):
+        raise HTTPException(404, f"thread {thread.thread_id} not found")
 
 
 def _entry(name: str, size: int, modified: float | None) -> dict[str, Any]:
@@ -84,7 +134,6 @@ def _store(files: ThreadFiles, thread: ThreadRef, name: str, data: bytes) -> Non
 
 
 def _save_uploads(context: ApiContext, thread: ThreadRef, uploads: list[tuple[str, bytes]]) -> None:
-    require_record(context, thread)
     files = thread_files(context)
     for name, data in uploads:
         _store(files, thread, name, data)
@@ -98,6 +147,7 @@ async def upload_files(
         raise HTTPException(422, "no files in the request (multipart field 'files')")
     names = _checked_names(files)
     uploads = [(name, await file.read()) for name, file in zip(names, files, strict=True)]
+    await require_upload_target(context, thread)
     try:
         await asyncio.to_thread(_save_uploads, context, thread, uploads)
     except PathEscapeError as exc:
@@ -111,7 +161,7 @@ def _uploads_prefix(thread: ThreadRef) -> str:
 
 
 def _list_uploads(context: ApiContext, thread: ThreadRef) -> list[dict[str, Any]]:
-    require_record(context, thread)
+    require_callers(context, thread)
     prefix = _uploads_prefix(thread)
     listed = []
     for info in context.objects.list(prefix):
@@ -129,7 +179,7 @@ async def list_uploads(thread: CallerThread, context: Context) -> dict[str, Any]
 
 
 def _delete_upload(context: ApiContext, thread: ThreadRef, name: str) -> None:
-    require_record(context, thread)
+    require_callers(context, thread)
     files = thread_files(context)
     info = files.info(thread, f"{VIRTUAL_UPLOADS_DIR}/{name}")  # on the filesystem: refuses a symlink escape
     if info is None or info.is_dir:
@@ -164,7 +214,7 @@ def output_virtual_path(path: str) -> str:
 
 
 def _read_artifact(context: ApiContext, thread: ThreadRef, virtual: str) -> bytes | None:
-    require_record(context, thread)
+    require_callers(context, thread)
     return thread_files(context).read(thread, virtual)
 
 
