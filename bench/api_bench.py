@@ -3,6 +3,7 @@
     python -m bench.api_bench                    # 30 sequential runs, then 100 concurrent streams, per server
     python -m bench.api_bench --smoke            # 2 sequential, 5 concurrent: does it work at all
     python -m bench.api_bench --update-readme    # also rewrite README.md's <!-- bench-api:begin --> block
+    python -m bench.api_bench --trace --only "hartflow serve"   # one run's frames: arrival time, event latency
 
 Every run goes through the official ``langgraph-sdk`` client: ``threads.create``, then ``runs.stream`` with
 DeerFlow's stream modes, then (the run finished) ``runs.join``. The workload is ``bench.workload``'s N turns of
@@ -132,6 +133,23 @@ async def measure(url: str, assistant: str, sequential: int, concurrent: int) ->
     }
 
 
+async def trace(url: str, assistant: str) -> None:
+    """Print one run's frames as they arrive: seconds since ``runs.stream``, event, and for a ``custom`` event its
+    kind and latency (where a server holds events back, they arrive together)."""
+    client = client_for(url)
+    try:
+        thread_id = (await client.threads.create())["thread_id"]
+        began = time.perf_counter()
+        async for part in client.runs.stream(thread_id, assistant, input=INPUT, stream_mode=MODES):
+            line = f"{time.perf_counter() - began:8.3f} s  {part.event}"
+            if part.event == "custom" and isinstance(part.data, dict) and "at" in part.data:
+                held = (datetime.now(UTC) - datetime.fromisoformat(part.data["at"])).total_seconds()
+                line += f"  {part.data.get('kind')}  {round_ms(held)} ms"
+            print(line, flush=True)
+    finally:
+        await client.aclose()
+
+
 def servers(workdir: Path, concurrent: int) -> dict[str, tuple[Callable[[], AbstractContextManager[str]], str]]:
     return {
         "hartflow serve": (lambda: hartflow_api(workdir / "hartflow"), HARTFLOW_ASSISTANT),
@@ -139,7 +157,7 @@ def servers(workdir: Path, concurrent: int) -> dict[str, tuple[Callable[[], Abst
     }
 
 
-async def run(sequential: int, concurrent: int, only: list[str] | None) -> dict[str, Any]:
+async def run(sequential: int, concurrent: int, only: list[str] | None, *, tracing: bool = False) -> dict[str, Any]:
     results: dict[str, Any] = {"turns": TURNS, "sequential_runs": sequential, "concurrent_runs": concurrent,
                                "stream_modes": MODES, "systems": {}}
     with tempfile.TemporaryDirectory(prefix="hartflow-bench-api-") as tmp:
@@ -149,7 +167,10 @@ async def run(sequential: int, concurrent: int, only: list[str] | None) -> dict[
                 continue
             print(f"bench.api: {name} …", file=sys.stderr, flush=True)
             with start() as url:
-                results["systems"][name] = await measure(url, assistant, sequential, concurrent)
+                if tracing:
+                    await trace(url, assistant)
+                else:
+                    results["systems"][name] = await measure(url, assistant, sequential, concurrent)
     return results
 
 
@@ -186,10 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated: 'hartflow serve', 'langgraph dev'")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "api.json")
     parser.add_argument("--update-readme", action="store_true")
+    parser.add_argument("--trace", action="store_true", help="print one run's frames per server, measure nothing")
     args = parser.parse_args(argv)
     sequential = args.sequential or (2 if args.smoke else 30)
     concurrent = args.concurrent or (5 if args.smoke else 100)
-    results = asyncio.run(run(sequential, concurrent, args.only.split(",") if args.only else None))
+    only = args.only.split(",") if args.only else None
+    if args.trace:
+        asyncio.run(run(sequential, concurrent, only, tracing=True))
+        return 0
+    results = asyncio.run(run(sequential, concurrent, only))
     command = "python -m bench.api_bench " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(results, command.strip())
     args.out.parent.mkdir(parents=True, exist_ok=True)
