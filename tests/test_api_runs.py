@@ -18,7 +18,7 @@ from temporalio.client import Client
 from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from tests.support.inprocess_api import serving_api
 from workers.config import HartflowConfig, open_object_store
-from workers.payloads import client_for
+from workers.worker import connect
 from workflows.run import workflow_id_for
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
@@ -52,7 +52,7 @@ def api_config(home: Path, temporal_address: str, scripts: dict[str, str]) -> Ha
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = client_for(client, api_config)
+    connected = await connect(api_config)  # the client hartflow serve makes (closed runs: never queried)
     async with running_worker(client, api_config), serving_api(api_config, connected) as base:
         yield base
 
@@ -200,7 +200,7 @@ async def test_a_busy_thread_conflicts_and_cancel_twice_is_409(
     script = write_script(tmp_path, [{"content": "slow", "wait_for_file": str(release)}])
     recorder = ["tests.recording_middlewares:RecorderA"]
     config = make_config(home, temporal_address, model=script, run={"extensions": recorder})
-    async with running_worker(client, config), serving_api(config, client_for(client, config)) as base:
+    async with running_worker(client, config), serving_api(config, await connect(config)) as base:
         sdk = get_client(url=base)
         thread_id = (await sdk.threads.create())["thread_id"]
         run = await sdk.runs.create(thread_id, "hartflow", input=user("hold on"))

@@ -16,8 +16,12 @@ from temporalio.client import Client, WorkflowFailureError
 from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from tests.support.api_server import ApiServer, CuttingProxy, write_config
 from tests.support.inprocess_api import serving_api
-from workers.config import HartflowConfig
-from workers.payloads import client_for
+from workers.api import records
+from workers.api.status import Chain
+from workers.api.stream import RunFrames, run_frames
+from workers.config import HartflowConfig, open_object_store
+from workers.worker import connect
+from workflows.contracts import ThreadRef
 from workflows.run import workflow_id_for
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
@@ -66,7 +70,7 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path, release: Path)
 @pytest.fixture
 async def worker(client: Client, api_config: HartflowConfig) -> AsyncIterator[Client]:
     async with running_worker(client, api_config):
-        yield client_for(client, api_config)
+        yield await connect(api_config)  # the client hartflow serve makes (closed runs: never queried)
 
 
 async def test_join_stream_after_a_drop_from_any_event_id(worker: Client, api_config: HartflowConfig,
@@ -182,3 +186,25 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
             first.stop()
             second.stop()
             print("".join(first.stderr + second.stderr))  # shown when the test fails
+
+
+async def test_a_run_that_closes_while_its_stream_is_read_ends_from_its_archive(
+    client: Client, ask_config: HartflowConfig
+) -> None:
+    """The reader saw the workflow open, but it closed before its last items were polled: the server's client
+    refuses queries of closed runs (as ``hartflow serve``'s does), so the tail comes from the run archive."""
+    serving = await connect(ask_config)
+    async with running_worker(client, ask_config), serving_api(ask_config, serving) as url:
+        sdk = get_client(url=url)
+        thread_id = (await sdk.threads.create())["thread_id"]
+        await sdk.runs.wait(thread_id, "hartflow", input=user("pick"))
+        resumed = await sdk.runs.wait(thread_id, "hartflow", command={"resume": "blue"})
+        run = (await sdk.runs.list(thread_id))[0]
+        thread = ThreadRef(ask_config.user_id, thread_id)
+        record = records.run_record(open_object_store(ask_config), thread, run["run_id"])
+        assert record is not None
+        stale = Chain(record.workflow_run_id, "running")  # as described a moment before it closed
+        read = RunFrames(record, ["values"])
+        parts = [f async for f in run_frames(serving, open_object_store(ask_config), thread, read, None, stale)]
+        assert parts and read.outcome is not None and read.outcome["kind"] == "run_finished"
+        assert parts[-1].data == resumed
