@@ -34,13 +34,15 @@ def _locations(record: records.RunRecord, tail: str) -> dict[str, str]:
     return {"Location": f"{run}/{tail}", "Content-Location": run}
 
 
-async def _status_of(context: ApiContext, thread: ThreadRef, record: records.RunRecord,
-                     current: status.Chain | None = None) -> tuple[str, status.Chain]:
-    current = current or await status.chain(context.client, thread)
+async def _status_of(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> str:
+    current = await status.chain(context.client, thread)
     siblings = await asyncio.to_thread(records.run_records, context.objects, thread)
-    followed = any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset
-                   for o in siblings)
-    return status.run_status(record, current, followed), current
+    return status.run_status(record, current, _followed(record, siblings))
+
+
+def _followed(record: records.RunRecord, siblings: list[records.RunRecord]) -> bool:
+    """A later run resumed the same workflow: this one ended at a pause."""
+    return any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset for o in siblings)
 
 
 def _run_view(record: records.RunRecord, run_status: str) -> dict[str, Any]:
@@ -103,7 +105,7 @@ async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRec
 async def create_run(body: RunCreate, thread: Thread,
                      context: Context) -> JSONResponse:
     record = await begin(context, thread, body)
-    run_status, _ = await _status_of(context, thread, record)
+    run_status = await _status_of(context, thread, record)
     return JSONResponse(_run_view(record, run_status), headers=_locations(record, "stream"))
 
 
@@ -131,9 +133,7 @@ async def list_runs(thread: Thread, context: Context,
     current = await status.chain(context.client, thread)
     views = []
     for record in found:
-        followed = any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset
-                       for o in found)
-        view = _run_view(record, status.run_status(record, current, followed))
+        view = _run_view(record, status.run_status(record, current, _followed(record, found)))
         if status_filter in (None, view["status"]):
             views.append(view)
     return views[offset : offset + limit]
@@ -143,7 +143,7 @@ async def list_runs(thread: Thread, context: Context,
 async def get_run(run_id: str, thread: Thread,
                   context: Context) -> dict[str, Any]:
     record = await _record(context, thread, run_id)
-    run_status, _ = await _status_of(context, thread, record)
+    run_status = await _status_of(context, thread, record)
     return _run_view(record, run_status)
 
 
@@ -171,7 +171,7 @@ async def cancel_run(run_id: str, thread: Thread, context: Context,
     if action == "rollback":
         raise HTTPException(422, "action 'rollback' is not served: a durable run keeps what it committed")
     record = await _record(context, thread, run_id)
-    run_status, _ = await _status_of(context, thread, record)
+    run_status = await _status_of(context, thread, record)
     if run_status not in ("pending", "running"):
         raise HTTPException(409, f"run {run_id} is {run_status}: only a running run can be cancelled")
     handle = context.client.get_workflow_handle(record.workflow_id)
