@@ -5,10 +5,12 @@ process answering for the first. ``hartflow serve`` runs as its own process wher
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client, WorkflowFailureError
@@ -208,3 +210,24 @@ async def test_a_run_that_closes_while_its_stream_is_read_ends_from_its_archive(
         parts = [f async for f in run_frames(serving, open_object_store(ask_config), thread, read, None, stale)]
         assert parts and read.outcome is not None and read.outcome["kind"] == "run_finished"
         assert parts[-1].data == resumed
+
+
+async def test_a_held_run_keeps_its_connections_alive(worker: Client, api_config: HartflowConfig,
+                                                     release: Path) -> None:
+    """While a run is held, a stream carries heartbeat comments and a wait carries newlines before its JSON, so
+    no proxy or client read timeout cuts them (no SDK call shows either: plain HTTP)."""
+    async with serving_api(api_config, worker) as url, httpx.AsyncClient(base_url=url, timeout=60) as raw:
+        thread_id = (await raw.post("/threads", json={})).json()["thread_id"]
+        run = {"input": user("go"), "stream_mode": ["values"]}
+        async with raw.stream("POST", f"/threads/{thread_id}/runs/stream", json=run) as stream:
+            lines = stream.aiter_lines()
+            async for line in lines:
+                if line.startswith(":"):
+                    break  # a heartbeat comment arrived while the run is held
+        run_id = next(r["run_id"] for r in (await raw.get(f"/threads/{thread_id}/runs")).json())
+        async with raw.stream("GET", f"/threads/{thread_id}/runs/{run_id}/join") as joined:
+            chunks = joined.aiter_bytes()
+            assert (await anext(chunks)).strip() == b""  # the run is still held: only keep-alive so far
+            release.touch()
+            body = b"".join([chunk async for chunk in chunks])
+        assert json.loads(body)["messages"][-1]["content"] == "released"

@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 from sse_starlette.sse import EventSourceResponse
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError
 
 from workers.api import records, status
@@ -25,6 +25,7 @@ from workflows.contracts import ThreadRef
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10
+KEEPALIVE_SECONDS = 5
 _background: set[asyncio.Task[Any]] = set()
 
 
@@ -93,6 +94,22 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
             task.add_done_callback(_background.discard)
 
 
+def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[str, str]) -> StreamingResponse:
+    """The run's result as JSON once it settles; until then a newline every few seconds (JSON allows leading
+    whitespace), so no proxy or client read timeout ends a long wait."""
+
+    async def body() -> AsyncIterator[bytes]:
+        task = asyncio.ensure_future(result)
+        try:
+            while not (await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS))[0]:
+                yield b"\n"
+            yield json.dumps(task.result(), ensure_ascii=False).encode("utf-8")
+        finally:
+            task.cancel()  # the client went away: stop reading the run (the run itself goes on)
+
+    return StreamingResponse(body(), media_type="application/json", headers=headers)
+
+
 async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> dict[str, Any]:
     frames = RunFrames(record, ["values"])
     current = await status.chain(context.client, thread)
@@ -120,9 +137,9 @@ async def stream_run(body: RunCreate, thread: Thread,
 
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(body: RunCreate, thread: Thread,
-                   context: Context) -> JSONResponse:
+                   context: Context) -> StreamingResponse:
     record = await begin(context, thread, body)
-    return JSONResponse(await _settle(context, thread, record), headers=_locations(record, "join"))
+    return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -149,9 +166,9 @@ async def get_run(run_id: str, thread: Thread,
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(run_id: str, thread: Thread,
-                   context: Context) -> JSONResponse:
+                   context: Context) -> StreamingResponse:
     record = await _record(context, thread, run_id)
-    return JSONResponse(await _settle(context, thread, record), headers=_locations(record, "join"))
+    return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
