@@ -24,10 +24,8 @@ from workflows.run import workflow_id_for
 MODES = ["values", "messages-tuple", "updates", "custom"]
 
 
-def ask(question: str, options: list[str] | None = None) -> dict[str, Any]:
-    args: dict[str, Any] = {"question": question, "clarification_type": "approach_choice"}
-    if options:
-        args["options"] = options
+def ask(question: str, options: list[str]) -> dict[str, Any]:
+    args = {"question": question, "clarification_type": "approach_choice", "options": options}
     return calls(tool_call("ask_clarification", unique("call"), **args))
 
 
@@ -136,6 +134,7 @@ async def test_wait_equals_get_state_and_history_is_newest_first(url: str, scrip
     assert versions == sorted(versions, reverse=True) and len(versions) >= 2
     assert history[0]["values"] == (await sdk.threads.get_state(thread["thread_id"]))["values"]
     assert len(history[1]["values"]["messages"]) < len(history[0]["values"]["messages"])
+    assert await sdk.threads.get_state(thread["thread_id"], checkpoint_id=versions[1]) == history[1]
     runs = await sdk.runs.list(thread["thread_id"])
     assert [r["status"] for r in runs] == ["success", "success"]
 
