@@ -231,3 +231,18 @@ async def test_a_held_run_keeps_its_connections_alive(worker: Client, api_config
             release.touch()
             body = b"".join([chunk async for chunk in chunks])
         assert json.loads(body)["messages"][-1]["content"] == "released"
+
+
+async def test_a_failed_run_streams_an_error_and_leaves_the_thread_in_error(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path
+) -> None:
+    broken = make_config(home, temporal_address, model=write_script(tmp_path, []))  # the model has no answer
+    async with running_worker(client, broken), serving_api(broken, await connect(broken)) as url:
+        sdk = get_client(url=url)
+        thread_id = (await sdk.threads.create())["thread_id"]
+        parts = await collect(sdk.runs.stream(thread_id, "hartflow", input=user("hi"), stream_mode=MODES))
+        assert [p.event for p in parts][-2:] == ["error", "end"]
+        assert set(parts[-2].data) == {"error", "message"}
+        assert (await sdk.runs.get(thread_id, parts[0].data["run_id"]))["status"] == "error"
+        assert (await sdk.threads.get(thread_id))["status"] == "error"
+        assert "__error__" in await sdk.runs.join(thread_id, parts[0].data["run_id"])
