@@ -108,6 +108,10 @@ class ObjectThreadStore(ThreadStore):
             # Pruned (or the thread deleted) between the listing and the read: list again.
         raise StorageError(f"thread {thread.thread_id}: its newest state kept changing while being read")
 
+    def version_record(self, thread: ThreadRef, version: int) -> dict[str, Any] | None:
+        """The committed record of one retained version (see :meth:`versions`), or ``None`` once pruned."""
+        return self._read(self._version_key(thread, version))
+
     def load(self, thread: ThreadRef) -> ThreadSnapshot:
         record = self.record(thread)
         if record is None:

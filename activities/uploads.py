@@ -74,6 +74,16 @@ def store_uploads(store: ObjectStore, thread: ThreadRef, sources: Sequence[Path]
     written atomically (a renamed temp file on the filesystem, one PutObject on S3), so a run never lists a
     half-written upload.
     """
+    stored = []
+    for name, source in check_uploads(sources).items():
+        data = source.read_bytes()
+        store.put(upload_key(thread, name), data)
+        stored.append(UploadedFile(name, len(data)))
+    return stored
+
+
+def check_uploads(sources: Sequence[Path]) -> dict[str, Path]:
+    """The uploads' names and sources, or :class:`UploadError` for the first bad one; writes nothing."""
     names: dict[str, Path] = {}
     for source in sources:
         name = validate_upload_name(source.name)
@@ -84,12 +94,7 @@ def store_uploads(store: ObjectStore, thread: ThreadRef, sources: Sequence[Path]
         if not os.access(source, os.R_OK):
             raise UploadError(f"cannot upload {source}: permission denied")
         names[name] = source
-    stored = []
-    for name, source in names.items():
-        data = source.read_bytes()
-        store.put(upload_key(thread, name), data)
-        stored.append(UploadedFile(name, len(data)))
-    return stored
+    return names
 
 
 # -- outlines --------------------------------------------------------------------------------------------

@@ -74,10 +74,14 @@ class RunContext(ABC):
         self.call_counts: dict[str, int] = {}
         self.events: list[RunEvent] = []
         self.event_offset = 0
-        """Events emitted by earlier runs of this chain (before continue-as-new): ``seq`` counts on from here,
-        so it is the event's offset in the run's progress stream."""
+        """Stream items published before this run's first event (earlier runs of this chain, before
+        continue-as-new) plus the state items it published since (``workflows/state_stream.py``): ``seq``
+        counts on from here, so it is the event's offset in the run's workflow stream."""
         self.publish: Callable[[RunEvent], None] | None = None
         """Where each event goes besides ``events``: the run workflow's progress stream."""
+        self.before_emit: Callable[[], None] | None = None
+        """Called before each event is numbered: the run workflow publishes its state changes there (and counts
+        them into ``event_offset``), so API clients see the state an event refers to before the event."""
 
     @property
     def user_id(self) -> str:
@@ -121,6 +125,8 @@ class RunContext(ABC):
         return index
 
     def emit(self, kind: str, **data: Any) -> None:
+        if self.before_emit is not None:
+            self.before_emit()
         event = RunEvent(self.event_offset + len(self.events), kind, self.now().isoformat(), data)
         self.events.append(event)
         if self.publish is not None:

@@ -16,7 +16,6 @@ from tests.support import make_config, unique
 from tests.support.s3server import S3Server, s3_storage_settings
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
-from workers.query_retry import QueryReplayRetry
 
 SUGGEST_CAN_AFTER_EVENTS = 150
 
@@ -47,9 +46,7 @@ def temporal_address() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 async def client(temporal_address: str) -> AsyncIterator[Client]:
-    yield await Client.connect(
-        temporal_address, data_converter=pydantic_data_converter, interceptors=[QueryReplayRetry()]
-    )
+    yield await Client.connect(temporal_address, data_converter=pydantic_data_converter)
 
 
 @pytest.fixture(scope="session")

@@ -79,8 +79,9 @@ async def test_run_shows_progress_as_it_goes_and_events_stream_json_lines(
         "model_call",
         "run_finished",
     ]
-    assert [e["seq"] for e in events] == list(range(events[0]["seq"], events[0]["seq"] + len(events)))
-    assert events[0]["seq"] > 0
+    # seq is the event's stream offset: increasing, with the run's state items (topic messages) in between.
+    seqs = [e["seq"] for e in events]
+    assert seqs == sorted(set(seqs)) and seqs[0] > 0
     assert events[2] | {"at": None} == {
         "seq": events[2]["seq"],
         "kind": "tool_call",
@@ -121,7 +122,8 @@ async def test_a_reconnecting_client_resumes_from_its_offset_across_continue_as_
     assert description.run_id != first_run, "the run should have continued as new"
     resumed = [json.loads(line) for line in out.splitlines()]
     everything = seen + resumed
-    assert [e["seq"] for e in everything] == list(range(len(everything)))
+    seqs = [e["seq"] for e in everything]
+    assert seqs == sorted(set(seqs))  # nothing repeated; nothing missing: every turn is there (below)
     assert [e["turn"] for e in everything if e["kind"] == "model_call"] == list(range(1, turns + 2))
     assert everything[-1] == everything[-1] | {"kind": "run_finished", "status": "completed"}
     assert final.status == "completed"

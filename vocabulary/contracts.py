@@ -13,12 +13,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from vocabulary.breaker import BreakerReport, Phase
 from vocabulary.state import ThreadState
 
 THREAD_LOAD = "thread.load"
 THREAD_COMMIT = "thread.commit"
+RUN_ARCHIVE = "run.archive"
+"""Stores a closed run's final view and whole workflow stream (``activities/run_archive.py``)."""
 MODEL_INVOKE = "model.invoke"
 LLM_BREAKER_CHECK = "llm_breaker.check"
 LLM_BREAKER_REPORT = "llm_breaker.report"
@@ -79,6 +82,20 @@ class ThreadCommitInput:
 
 @dataclass
 class ThreadCommitResult:
+    version: int
+
+
+@dataclass
+class RunArchiveInput:
+    """A run that has ended, as its last activity stores it: ``view`` is its final ``RunView`` as a dict,
+    ``stream`` its whole workflow stream (every topic, offsets from ``stream.base_offset``), ``version`` the
+    thread version its final commit stored (0 for a run that commits nothing, a subagent)."""
+
+    thread: ThreadRef
+    run_id: str
+    workflow_id: str
+    view: dict[str, Any]
+    stream: WorkflowStreamState
     version: int
 
 
@@ -542,6 +559,7 @@ __all__ = [
     "MEMORY_WORKFLOW",
     "MEMORY_WORKFLOW_ID_PREFIX",
     "MODEL_INVOKE",
+    "RUN_ARCHIVE",
     "SANDBOX_ACQUIRE",
     "SANDBOX_INVENTORY",
     "SANDBOX_RELEASE",
@@ -587,6 +605,7 @@ __all__ = [
     "ModelCallInput",
     "ModelPurpose",
     "OutlineEntry",
+    "RunArchiveInput",
     "RunStates",
     "RunStatesInput",
     "SandboxAcquireInput",

@@ -22,8 +22,8 @@ from temporalio.client import (
     Client,
     WorkflowExecution,
     WorkflowExecutionStatus,
-    WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryRejectedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import (
@@ -42,7 +42,7 @@ from activities.skills import load_skills
 from activities.storage import StorageConfigError, StorageError
 from activities.thread_files import ThreadFiles
 from activities.thread_lifecycle import delete_thread, list_threads
-from activities.uploads import UploadError, store_uploads
+from activities.uploads import UploadError, check_uploads, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
 from vocabulary.messages import message_text
 from vocabulary.paths import VIRTUAL_UPLOADS_DIR
@@ -51,10 +51,12 @@ from workers import progress, telemetry
 from workers.config import ConfigError, HartflowConfig, load_config, open_object_store
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.models import ModelSelectionError, check_worker_models, select_model
+from workers.run_reader import RunClosed, RunReader, first_run_id, query_open
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
 from workflows import search_attributes as sa
 from workflows.run import (
+    PROGRESS_TOPIC,
     WORKFLOW_NAME,
     ReplyInput,
     RunInput,
@@ -133,13 +135,41 @@ def _progress(args: argparse.Namespace) -> Callable[[progress.Event], None] | No
     return None if args.json else progress.ProgressPrinter()
 
 
+def _reader(stack: Stack) -> RunReader:
+    return RunReader(stack.client, open_object_store(stack.config), stack.config.user_id)
+
+
+def _archived(reader: RunReader, thread_id: str, workflow_id: str) -> progress.Archived:
+    """Where :func:`progress.follow` reads on once the run has closed: its archive."""
+
+    async def events(offset: int) -> list[Any] | None:
+        archive = await reader.archive(thread_id, await reader.client.get_workflow_handle(workflow_id).describe())
+        return None if archive is None else archive.topic(PROGRESS_TOPIC, from_offset=offset)
+
+    return events
+
+
 async def _settle(
-    client: Client, workflow_id: str, *, show: Callable[[progress.Event], None] | None, offset: int = 0
+    reader: RunReader,
+    thread_id: str,
+    workflow_id: str,
+    *,
+    show: Callable[[progress.Event], None] | None,
+    offset: int = 0,
 ) -> RunView:
     """Wait until the run is waiting for input or has ended (following continue-as-new), showing its progress
     events from ``offset`` on as they happen."""
+    client = reader.client
     handle = client.get_workflow_handle(workflow_id)
-    follower = asyncio.create_task(progress.follow(client, workflow_id, show, offset=offset)) if show else None
+    follower = (
+        asyncio.create_task(
+            progress.follow(
+                client, workflow_id, show, offset=offset, archived=_archived(reader, thread_id, workflow_id)
+            )
+        )
+        if show
+        else None
+    )
     view: RunView
     try:
         while True:
@@ -150,7 +180,7 @@ async def _settle(
                 description = await handle.describe()
                 if description.status == WorkflowExecutionStatus.RUNNING:
                     continue  # continued as new between our call and its answer: ask the new run
-                view = await _closed_view(handle)
+                view = await reader.closed_view(thread_id, handle, description)
                 break
         if follower is not None:
             # The settling event is on its way; a run that cannot deliver it must not hold the command.
@@ -162,30 +192,6 @@ async def _settle(
         if isinstance(show, progress.ProgressPrinter):
             show.close()
     return view
-
-
-async def _closed_view(handle: WorkflowHandle[Any, Any]) -> RunView:
-    try:
-        return RunView(**await handle.result())  # WorkflowHandle.result() takes no result_type: a JSON object
-    except WorkflowFailureError as exc:
-        # Described once closed: a run being cancelled still runs its compensation (after_agent) first.
-        description = await handle.describe()
-        status = "cancelled" if description.status == WorkflowExecutionStatus.CANCELED else "error"
-        attributes = description.typed_search_attributes
-        cause = exc.cause
-        while getattr(cause, "cause", None) is not None:
-            cause = cause.cause
-        return RunView(
-            thread_id=attributes.get(sa.THREAD_ID) or "",
-            run_id=description.run_id,
-            workflow_id=description.id,
-            status=status,
-            stop_reason=attributes.get(sa.STOP_REASON),
-            final_message=None if status == "cancelled" else f"run failed: {cause}",
-            pending_input=None,
-            turns=attributes.get(sa.TURNS) or 0,
-            model=attributes.get(sa.MODEL) or "",
-        )
 
 
 async def _started_thread(client: Client, thread_id: str) -> tuple[str, Any]:
@@ -235,9 +241,19 @@ async def cmd_run(args: argparse.Namespace) -> int:
     except ModelSelectionError as exc:
         raise BadInput(str(exc)) from None
     model = run_model.spec
-    files = _store_uploads(config, thread, args.file)
+    uploads = [Path(p).expanduser() for p in args.file or []]
+    try:
+        check_uploads(uploads)
+    except UploadError as exc:
+        raise BadInput(str(exc)) from None
     async with Stack(config, quiet=args.json) as stack:
         workflow_id = workflow_id_for(thread.thread_id)
+        # A busy thread is refused before its uploads change under the run in flight (a start that loses a race
+        # with another start still fails below, with the files of both in the uploads).
+        running = await _describe_thread(stack.client, workflow_id)
+        if running is not None and running.status == WorkflowExecutionStatus.RUNNING:
+            raise BadInput(await _busy_message(stack.client, workflow_id, thread.thread_id))
+        files = _store_uploads(config, thread, args.file)
         try:
             handle = await stack.client.start_workflow(
                 RunWorkflow.run,
@@ -285,7 +301,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             return EXIT_OK
-        view = await _settle(stack.client, workflow_id, show=_progress(args))
+        view = await _settle(_reader(stack), thread.thread_id, workflow_id, show=_progress(args))
         _emit(
             args,
             _view_payload(view, stack),
@@ -297,11 +313,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
 async def _busy_message(client: Client, workflow_id: str, thread_id: str) -> str:
     handle = client.get_workflow_handle(workflow_id)
     try:
-        view = await handle.query("status", result_type=RunView)
+        view = await query_open(handle, "status", result_type=RunView)
         status, run_id = view.status, view.run_id
-    except RPCError:
+    except (RunClosed, RPCError):
         description = await handle.describe()
-        status, run_id = "running", description.run_id
+        status, run_id = "running", first_run_id(description)
     return f"thread {thread_id} is busy: run {run_id} is {status} (workflow {workflow_id})"
 
 
@@ -340,7 +356,10 @@ async def cmd_reply(args: argparse.Namespace) -> int:
             thread.thread_id,
             refusal=f"no run is waiting on thread {thread.thread_id}: its last run has ended",
         )
-        pending = await handle.query("pending_input", result_type=dict[str, Any] | None)
+        try:
+            pending = await query_open(handle, "pending_input", result_type=dict[str, Any] | None)  # type: ignore[arg-type]
+        except RunClosed:
+            raise BadInput(f"no run is waiting on thread {thread.thread_id}: its last run has ended") from None
         if pending is None:
             raise BadInput(f"the run on thread {thread.thread_id} is not waiting for input")
         if args.option is not None:
@@ -354,7 +373,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
                 await handle.execute_update("reply", answer, result_type=RunView)
             except WorkflowUpdateFailedError as exc:
                 raise BadInput(f"reply refused: {_root_message(exc)}") from None
-        view = await _settle(stack.client, workflow_id, show=_progress(args), offset=seen)
+        view = await _settle(_reader(stack), thread.thread_id, workflow_id, show=_progress(args), offset=seen)
         _emit(
             args,
             _view_payload(view, stack),
@@ -398,16 +417,9 @@ async def cmd_status(args: argparse.Namespace) -> int:
     config = _config(args)
     thread = _thread(config, args.thread)
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id, description = await _started_thread(stack.client, thread.thread_id)
-        handle = stack.client.get_workflow_handle(workflow_id)
-        if description.status == WorkflowExecutionStatus.RUNNING:
-            view = await handle.query("status", result_type=RunView)
-            chain = await handle.query("chain", result_type=list[str])
-        else:
-            view = await _closed_view(handle)
-            chain = []
-        payload = {**_view_payload(view, stack), "chain": chain}
-        _emit(args, payload, lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
+        workflow_id, _ = await _started_thread(stack.client, thread.thread_id)
+        view = await _reader(stack).view(thread.thread_id, workflow_id)
+        _emit(args, _view_payload(view, stack), lambda: _print_view(view, stack.ui_url(workflow_id, view.run_id)))
         return EXIT_OK
 
 
@@ -467,11 +479,28 @@ def _run_row(execution: WorkflowExecution) -> dict[str, Any]:
 async def cmd_events(args: argparse.Namespace) -> int:
     config = _config(args)
     thread = _thread(config, args.thread)
-    # Even a finished run answers the stream's queries only through a worker (it replays the run).
     async with Stack(config, ui=False, quiet=True) as stack:
-        workflow_id, _ = await _started_thread(stack.client, thread.thread_id)
-        until = None if args.follow else await progress.stream_offset(stack.client, workflow_id)
-        await progress.follow(stack.client, workflow_id, progress.json_lines(), offset=args.start, until=until)
+        workflow_id, description = await _started_thread(stack.client, thread.thread_id)
+        reader = _reader(stack)
+        show = progress.json_lines()
+        until: int | None = None
+        if description.status == WorkflowExecutionStatus.RUNNING and not args.follow:
+            try:
+                until = await progress.stream_offset(stack.client, workflow_id)
+            except WorkflowQueryRejectedError:
+                description = await stack.client.get_workflow_handle(workflow_id).describe()  # closed meanwhile
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            archived = _archived(reader, thread.thread_id, workflow_id)
+            await progress.follow(stack.client, workflow_id, show, offset=args.start, until=until, archived=archived)
+            return EXIT_OK
+        events = await reader.closed_events(thread.thread_id, description, from_offset=args.start)
+        if events is None:
+            raise BadInput(
+                f"run {first_run_id(description)} on thread {thread.thread_id} ended before hartflow archived "
+                "runs: its events are only in its Temporal history"
+            )
+        for event in events:
+            show(event)
     return EXIT_OK
 
 
@@ -483,7 +512,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
             stack.client, thread.thread_id, refusal=f"no active run on thread {thread.thread_id}"
         )
         await handle.cancel()
-        view = await _closed_view(handle)
+        view = await _reader(stack).closed_view(thread.thread_id, handle)
         _emit(
             args,
             _view_payload(view, stack),
@@ -760,6 +789,21 @@ async def cmd_tools(args: argparse.Namespace) -> int:
     return EXIT_FAILED if listing.errors else EXIT_OK
 
 
+async def cmd_serve(args: argparse.Namespace) -> int:
+    from workers.api.auth import unsafe_bind_problem
+    from workers.api.server import serve
+
+    config = _config(args)
+    problem = unsafe_bind_problem(config.api, args.host)
+    if problem is not None:
+        raise BadInput(problem)
+    if not 0 <= args.port <= 65535:
+        raise BadInput(f"--port {args.port} is not a TCP port")
+    async with Stack(config, quiet=True, ui=False) as stack:
+        await serve(config, stack.client, args.host, args.port)
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from workers.demo import run_demo
 
@@ -838,6 +882,10 @@ def build_parser() -> argparse.ArgumentParser:
     dev = sub.add_parser("dev", parents=[common], help="run the embedded stack in the foreground")
     dev.add_argument("--trace", action="store_true", help="print every span to stderr (telemetry.traces: console)")
     dev.set_defaults(handler=cmd_dev)
+    serve = sub.add_parser("serve", parents=[common], help="serve the LangGraph Agent Server API over HTTP")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=2024, help="port to bind (default 2024)")
+    serve.set_defaults(handler=cmd_serve)
     demo = sub.add_parser("demo", parents=[common], help="a scripted run: tools, a pause, the reply")
     demo.set_defaults(handler=cmd_demo)
 

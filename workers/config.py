@@ -28,6 +28,7 @@ from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
 from middlewares.run_settings import RunSettings
+from workers.api.auth import ApiSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
 ENV_PREFIX = "HARTFLOW_"
@@ -131,6 +132,8 @@ class HartflowConfig(_Strict):
     run: RunSettings = Field(default_factory=RunSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    api: ApiSettings = Field(default_factory=ApiSettings, description="hartflow serve: auth, body cap, model specs")
+
     mcp: McpSettings = Field(default_factory=McpSettings, description="MCP servers whose tools every run gets")
 
     @model_validator(mode="after")

@@ -3,7 +3,9 @@
 The run publishes every progress event (``RunContext.emit``) to its workflow stream, topic ``progress``
 (``temporalio.contrib.workflow_streams``): a subscriber long-polls for new events instead of polling history,
 follows continue-as-new by itself, and resumes from any offset — an event's ``seq`` is its offset, so a client
-that lost its connection asks again from ``last seq + 1``.
+that lost its connection asks again from ``last seq + 1``. Once the run has closed, the rest comes from its archive
+(``activities/run_archive.py``): hartflow clients refuse queries of closed runs (``NOT_OPEN``), so no worker
+replays one to answer.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import asyncio
 import itertools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryRejectedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from activities.run_archive import ArchivedEvent
 from workflows.run import PROGRESS_TOPIC
 
 Event = dict[str, Any]
+Archived = Callable[[int], Awaitable[list[ArchivedEvent] | None]]
+"""A closed run's progress events from an offset on, from its archive (``None``: it has none)."""
 
 SETTLED = frozenset({"awaiting_input", "run_finished"})
 """Events after which a run publishes nothing more until someone acts: it waits for an answer, or it ended."""
@@ -40,16 +45,31 @@ async def follow(
     *,
     offset: int = 0,
     until: int | None = None,
+    archived: Archived | None = None,
 ) -> None:
     """Pass the run's progress events from ``offset`` on to ``show``: until the run settles (pauses or ends),
-    or with ``until``, up to the event before that offset."""
+    or with ``until``, up to the event before that offset. A run that closes meanwhile is read on from
+    ``archived``."""
     if until is not None and offset >= until:
         return
+
+    def last(at: int, event: Event) -> bool:
+        return at + 1 >= until if until is not None else event.get("kind") in SETTLED
+
     stream = WorkflowStreamClient.create(client, workflow_id)
-    async for item in stream.subscribe([PROGRESS_TOPIC], from_offset=offset, result_type=dict[str, Any]):
-        show(item.data)
-        if item.offset + 1 >= until if until is not None else item.data.get("kind") in SETTLED:
-            return
+    try:
+        async for item in stream.subscribe([PROGRESS_TOPIC], from_offset=offset, result_type=dict[str, Any]):
+            show(item.data)
+            offset = item.offset + 1
+            if last(item.offset, item.data):
+                return
+    except WorkflowQueryRejectedError:
+        if archived is None:
+            raise
+        for event in await archived(offset) or []:
+            show(event.data)
+            if last(event.offset, event.data):
+                return
 
 
 def json_lines() -> Callable[[Event], None]:

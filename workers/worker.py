@@ -20,7 +20,7 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleUpdate,
 )
-from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.common import QueryRejectCondition, VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -31,6 +31,7 @@ from activities.mcp.activities import McpActivities
 from activities.memory_queue import MemoryQueueActivities
 from activities.memory_store import MemoryActivities
 from activities.model import ModelActivities
+from activities.run_archive import RunArchiveActivities
 from activities.sandbox.base import SandboxProvider
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
@@ -47,7 +48,6 @@ from workers import telemetry
 from workers.config import HartflowConfig, open_object_store
 from workers.models import check_worker_models
 from workers.payloads import data_converter_for
-from workers.query_retry import QueryReplayRetry
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
 from workflows.run import RunWorkflow
@@ -89,7 +89,9 @@ async def connect(config: HartflowConfig, address: str | None = None, *, serve_m
         target,
         namespace=config.temporal.namespace,
         data_converter=data_converter_for(config),
-        interceptors=[QueryReplayRetry()],
+        # A closed run is never replayed to answer a query: the server refuses, and clients read its archive
+        # (workers/run_reader.py).
+        default_workflow_query_reject_condition=QueryRejectCondition.NOT_OPEN,
         # Workers built from this client inherit its plugins: traces cover the worker's side too.
         plugins=telemetry.client_plugins(config.telemetry),
         runtime=telemetry.runtime(config.telemetry) if serve_metrics else None,
@@ -129,6 +131,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     return [
         store.load,
         store.commit,
+        RunArchiveActivities(objects).archive,
         ModelActivities(objects, config.models, os.environ).invoke,
         LlmBreakerActivities().check,
         LlmBreakerActivities().report,

@@ -17,7 +17,7 @@ The workflow id is derived from the thread id, so Temporal itself guarantees one
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any, Literal, NoReturn
 
@@ -83,6 +83,8 @@ from workflows.delegation import (
 )
 from workflows.dispatcher import Dispatcher
 from workflows.prompt import SYSTEM_PROMPT
+from workflows.run_archive import archive_run, archives_runs
+from workflows.state_stream import MESSAGES_TOPIC, StatePublisher
 
 WORKFLOW_NAME = "HartflowRun"
 WORKFLOW_ID_PREFIX = "hartflow-"
@@ -158,6 +160,8 @@ class RunView:
     usage: dict[str, int] | None = None
     """The run's token totals (``input_tokens``, ``output_tokens``, ``total_tokens``); ``None`` when
     TokenUsage is off."""
+    chain: list[str] = field(default_factory=list)
+    """The run's middleware chain, outermost first (empty in results of runs from before it was recorded)."""
 
 
 @dataclass
@@ -205,6 +209,9 @@ class RunWorkflow:
         progress = self._stream.topic(PROGRESS_TOPIC, type=dict)
         self._ctx.event_offset = prior.base_offset + len(prior.log) if prior is not None else 0
         self._ctx.publish = lambda event: progress.publish(event.as_dict())
+        # API clients stream the thread state (values, messages) from the same stream: the run publishes it.
+        self._state_publisher = StatePublisher(self._stream.topic(MESSAGES_TOPIC, type=dict))
+        self._ctx.before_emit = self._publish_state
 
     def _lead_catalog(self, settings: RunSettings, mcp: list[ToolSpec] | None = None) -> ToolCatalog:
         return (
@@ -290,6 +297,9 @@ class RunWorkflow:
         if input.files:
             message.additional_kwargs["files"] = list(input.files)
         self._apply({"messages": [message]})
+
+    def _publish_state(self) -> None:
+        self._ctx.event_offset += self._state_publisher.sync(self._state)
 
     def _apply(self, update: StateUpdate) -> None:
         self._state = apply_update(self._state, update, new_id=self._ctx.uuid)
@@ -665,14 +675,20 @@ class RunWorkflow:
         ai = last_ai_message(self._state.messages)
         if self._final_message is None and ai is not None and not ai.tool_calls:
             self._final_message = message_text(ai)
+        status: RunStatus
         if failure is None:
             errored = ai is not None and bool(ai.additional_kwargs.get("deerflow_error_fallback"))
-            self._set_status("error" if errored else "completed")
-        elif _is_cancellation(failure):
-            self._set_status("cancelled")
+            status = "error" if errored else "completed"
         else:
-            self._set_status("error")
-        self._ctx.emit("run_finished", status=self._status, stop_reason=self._ctx.stop_reason)
+            status = "cancelled" if _is_cancellation(failure) else "error"
+        if archives_runs():
+            # Archived before the status turns final, so a client that saw the run settle finds the archive.
+            self._ctx.emit("run_finished", status=status, stop_reason=self._ctx.stop_reason)
+            await archive_run(self._ctx, self._final_view(status, failure), self._stream.get_state(), self._version)
+            self._set_status(status)
+        else:
+            self._set_status(status)
+            self._ctx.emit("run_finished", status=self._status, stop_reason=self._ctx.stop_reason)
         # Stream subscribers get their last events now; waiting for them to stop polling would never end.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -681,6 +697,17 @@ class RunWorkflow:
         if _is_cancellation(failure):
             raise failure
         raise ApplicationError(f"run failed: {failure}", type="RunFailed", non_retryable=True) from failure
+
+    def _final_view(self, status: RunStatus, failure: BaseException | None) -> dict[str, Any]:
+        view = asdict(self._view())
+        view["status"] = status
+        view["pending_input"] = None  # a closed run waits for nothing (a cancelled pause leaves its request)
+        if status == "error" and failure is not None and view["final_message"] is None:
+            cause: BaseException = failure
+            while isinstance(getattr(cause, "cause", None), BaseException):
+                cause = cause.cause  # type: ignore[attr-defined]
+            view["final_message"] = f"run failed: {cause}"
+        return view
 
     def _continue_as_new(self) -> NoReturn:
         ctx = self._ctx
@@ -774,6 +801,7 @@ class RunWorkflow:
             turns=ctx.turn,
             model=ctx.model,
             usage=next((mw.usage() for mw in self._chain if isinstance(mw, TokenUsageMiddleware)), None),
+            chain=describe(self._chain),
         )
 
 

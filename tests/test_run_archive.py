@@ -1,0 +1,123 @@
+"""The run archive: a closed run's final view and its whole workflow stream (every topic, global offsets), stored
+by its last activity on either backend and read back without a worker (``activities/run_archive.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.workflow_streams import WorkflowStreamClient, WorkflowStreamState
+from temporalio.converter import DataConverter
+from temporalio.exceptions import ApplicationError
+
+from activities.run_archive import load_run_archive, read_run_archive, run_archive_key, store_run_archive
+from activities.storage.filesystem import FilesystemObjectStore
+from middlewares.chain import build_lead_chain, describe
+from tests.support import (
+    answer,
+    calls,
+    history_events,
+    make_config,
+    running_worker,
+    scheduled_activities,
+    settle,
+    start_run,
+    tool_call,
+    write_script,
+)
+from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput, ThreadRef
+from workers.config import HartflowConfig, open_object_store
+from workflows.run import PROGRESS_TOPIC, ReplyInput
+from workflows.state_stream import MESSAGES_TOPIC
+
+_ASK = calls(tool_call("ask_clarification", "ask1", question="Which colour?", clarification_type="missing_info"))
+
+
+@pytest.fixture(params=["filesystem", "s3"])
+def backend_config(request: pytest.FixtureRequest, home: Path, temporal_address: str) -> HartflowConfig:
+    storage: dict[str, Any] = request.getfixturevalue("s3_storage") if request.param == "s3" else {}
+    return make_config(home, temporal_address, storage=storage)
+
+
+async def test_a_closed_run_leaves_its_view_and_every_stream_topic(
+    client: Client, backend_config: HartflowConfig, tmp_path: Path
+) -> None:
+    config = backend_config
+    model = write_script(tmp_path, [_ASK, calls(tool_call("ls", path="/mnt/user-data")), answer("blue it is")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "pick a colour", model=model)
+        assert (await settle(handle)).status == "awaiting_input"
+        # Another publisher's topic on the same stream (the API server adds its own): the archive keeps it too.
+        stream = WorkflowStreamClient.create(client, handle.id)
+        stream.topic("notes", type=dict).publish({"note": "from outside"}, force_flush=True)
+        await stream.flush()
+        await handle.execute_update("reply", ReplyInput(answer="blue"))
+        view = await handle.result()
+        live = [item async for item in stream.subscribe(from_offset=0, result_type=dict[str, Any])]
+    assert view.status == "completed"
+    assert view.chain == describe(build_lead_chain(config.run))
+
+    archive = await load_run_archive(open_object_store(config), config.user_id, view.thread_id, view.run_id)
+    assert archive is not None
+    assert (archive.thread_id, archive.run_id, archive.workflow_id) == (view.thread_id, view.run_id, handle.id)
+    assert archive.view["status"] == "completed"
+    assert archive.view["final_message"] == "blue it is"
+    assert archive.view["chain"] == view.chain
+    assert archive.version == 2  # the pause's commit, then the final one
+    # Exactly the stream a live subscriber read: all topics, the stream's own offsets, in order.
+    assert [(e.offset, e.topic, e.data) for e in archive.events] == [(i.offset, i.topic, i.data) for i in live]
+    assert [e.offset for e in archive.events] == list(range(len(archive.events)))
+    assert {e.topic for e in archive.events} == {PROGRESS_TOPIC, MESSAGES_TOPIC, "notes"}
+    progress = archive.topic(PROGRESS_TOPIC)
+    seqs = [e.data["seq"] for e in progress]
+    assert seqs == sorted(set(seqs))
+    kinds = [e.data["kind"] for e in progress]
+    assert kinds[-1] == "run_finished" and progress[-1].data["status"] == "completed"
+    assert "awaiting_input" in kinds and "tool_result" in kinds
+    assert [e.data for e in archive.topic("notes")] == [{"note": "from outside"}]
+    # The archive is the run's last activity, after its final commit.
+    assert [name for name, _ in scheduled_activities(await history_events(handle))][-2:] == [
+        "thread.commit",
+        RUN_ARCHIVE,
+    ]
+
+
+async def test_a_cancelled_run_is_archived_as_cancelled(client: Client, config: HartflowConfig, tmp_path: Path) -> None:
+    model = write_script(tmp_path, [_ASK])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "pick a colour", model=model)
+        view = await settle(handle)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    archive = read_run_archive(open_object_store(config), config.user_id, view.thread_id, view.run_id)
+    assert archive is not None
+    assert archive.view["status"] == "cancelled"
+    assert archive.view["pending_input"] is None
+    assert archive.topic(PROGRESS_TOPIC)[-1].data["status"] == "cancelled"
+
+
+def test_no_archive_is_none_and_ids_cannot_leave_the_thread(home: Path) -> None:
+    objects = FilesystemObjectStore(home)
+    assert read_run_archive(objects, "default", "t1", "0198-abc") is None
+    for bad in ("../x", "a/b", "", ".hidden"):
+        with pytest.raises(ValueError):
+            run_archive_key("default", "t1", bad)
+
+
+def test_a_retried_archive_succeeds_and_a_different_one_is_a_conflict(home: Path) -> None:
+    objects = FilesystemObjectStore(home)
+    converter = DataConverter.default.payload_converter
+    archive = RunArchiveInput(
+        ThreadRef("default", "t1"), "run-1", "hartflow-t1", {"status": "completed"}, WorkflowStreamState(), 1
+    )
+    key = store_run_archive(objects, archive, converter)
+    stored = objects.get(key)
+    assert store_run_archive(objects, archive, converter) == key  # a retry: same bytes, success
+    archive.view = {"status": "error"}
+    with pytest.raises(ApplicationError) as refused:
+        store_run_archive(objects, archive, converter)
+    assert refused.value.type == "RunArchiveConflict"
+    assert objects.get(key) == stored

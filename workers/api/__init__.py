@@ -1,0 +1,1 @@
+"""The LangGraph Agent Server API over hartflow runs (hartflow serve)."""

@@ -1,0 +1,57 @@
+"""The Agent Server app: every router mounted at ``/`` and again under ``/api`` (DeerFlow's proxy layout).
+
+The app keeps nothing between requests: a thread is its committed state and API record in storage, a run is a
+segment of the thread's workflow in Temporal (``workers/api/runs.py``), so any number of replicas serve the
+same threads. Errors are JSON ``{"detail": ...}`` with the status codes ``langgraph-sdk`` maps (404, 409, 422).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+from temporalio.client import Client
+
+from workers.api import auth, discovery, files, models_route, runs, threads
+from workers.api.deps import ApiContext
+from workers.config import HartflowConfig
+
+PREFIXES = ("", "/api")
+
+
+def routers() -> list[APIRouter]:
+    """Every router the app serves (each at both prefixes)."""
+    return [discovery.router, threads.router, runs.router, files.router, models_route.router]
+
+
+def create_app(config: HartflowConfig, client: Client) -> FastAPI:
+    app = FastAPI(title="hartflow Agent Server", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.hartflow = ApiContext(config, client)
+    for prefix in PREFIXES:
+        for router in routers():
+            app.include_router(router, prefix=prefix)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    auth.install_api_guard(app, config)
+    return app
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return JSONResponse({"detail": _one_line(exc.errors())}, status_code=422)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+def _one_line(errors: Any) -> str:
+    problems = []
+    for error in errors:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+    return "; ".join(problems) or "invalid request"

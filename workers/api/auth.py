@@ -1,0 +1,181 @@
+"""Who may call the Agent Server, and how much they may send: the ``api:`` key of ``hartflow.yaml``.
+
+- ``api.auth: none`` — every request acts as the config's ``user_id``. Allowed only on a loopback address:
+  ``hartflow serve`` asks :func:`unsafe_bind_problem` and exits 2 when another address would be open to anyone.
+- ``api.auth: bearer`` — every request carries ``Authorization: Bearer T`` or the SDK's ``x-api-key: T``, else
+  401. ``api.tokens`` lists ``{user_id, token_sha256}``: the server keeps only digests, compares the presented
+  token's digest against every one of them in constant time, and the match acts as its ``user_id``.
+  ``GET /ok`` (and ``/api/ok``) stays open: a readiness probe carries no token and the route reveals nothing.
+- ``api.max_body_bytes`` caps every request body: a declared ``Content-Length`` over the cap is refused before the
+  app runs (413); a chunked body is counted as it is read and refused at the first byte over (413).
+
+:func:`install_api_guard` mounts both checks as one ASGI middleware; :func:`current_user` is the FastAPI
+dependency a route uses to learn the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+from typing import TYPE_CHECKING, Literal
+
+from fastapi import FastAPI, HTTPException, Request
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from workers.config import HartflowConfig
+
+DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+OPEN_PATHS = frozenset({"/ok", "/api/ok"})
+_USER_KEY = "hartflow_user_id"
+_LOOPBACK_NAMES = frozenset({"localhost"})
+
+
+class ApiToken(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = Field(min_length=1, description="the user this token acts as")
+    token_sha256: str = Field(
+        pattern=r"^[0-9a-fA-F]{64}$", description="hex sha256 of the token (printf %s T | sha256sum)"
+    )
+
+    @field_validator("token_sha256")
+    @classmethod
+    def _lowercase(cls, digest: str) -> str:
+        return digest.lower()
+
+
+class ApiSettings(BaseModel):
+    """The ``api:`` key: who may call ``hartflow serve`` and what they may ask of it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    auth: Literal["none", "bearer"] = Field(
+        "none", description="none: loopback only, every caller is user_id; bearer: api.tokens decide the user"
+    )
+    tokens: list[ApiToken] = Field(default_factory=list, description="with auth: bearer, the accepted tokens")
+    allow_model_specs: bool = Field(
+        False, description="accept a raw model spec (scripted:PATH, openai:NAME) as a run's model_name"
+    )
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, description="largest request body accepted")
+
+    @model_validator(mode="after")
+    def _tokens_fit_auth(self) -> ApiSettings:
+        if self.auth == "bearer" and not self.tokens:
+            raise ValueError("auth 'bearer' needs at least one entry in api.tokens")
+        digests = [token.token_sha256 for token in self.tokens]
+        if len(set(digests)) != len(digests):
+            raise ValueError("api.tokens lists the same token_sha256 twice")
+        return self
+
+
+def unsafe_bind_problem(settings: ApiSettings, host: str) -> str | None:
+    """Why serving on ``host`` with these settings is refused (the serve command exits 2), or None."""
+    if settings.auth == "none" and not is_loopback(host):
+        return (
+            f"api.auth is 'none', so the server may bind only a loopback address, not {host!r}: "
+            "set api.auth: bearer with api.tokens, or serve on 127.0.0.1"
+        )
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class _Authenticator:
+    def __init__(self, settings: ApiSettings, default_user: str) -> None:
+        self._open = settings.auth == "none"
+        self._default_user = default_user
+        self._tokens = [(bytes.fromhex(token.token_sha256), token.user_id) for token in settings.tokens]
+
+    def user_for(self, token: str | None) -> str | None:
+        if self._open:
+            return self._default_user
+        if not token:
+            return None
+        presented = hashlib.sha256(token.encode("utf-8")).digest()
+        found: str | None = None
+        for digest, user_id in self._tokens:  # no early exit: every digest is compared
+            if hmac.compare_digest(presented, digest):
+                found = user_id
+        return found
+
+
+def _presented_token(headers: dict[bytes, bytes]) -> str | None:
+    authorization = headers.get(b"authorization", b"").decode("latin-1").strip()
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    api_key = headers.get(b"x-api-key", b"").decode("latin-1").strip()
+    return api_key or None
+
+
+class ApiGuard:
+    """ASGI middleware: the body cap, then the caller's identity (put in the request state for current_user)."""
+
+    def __init__(self, app: ASGIApp, *, settings: ApiSettings, default_user: str) -> None:
+        self._app = app
+        self._max_body = settings.max_body_bytes
+        self._authenticator = _Authenticator(settings, default_user)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self._max_body):
+            status, detail = (413, self._too_large()) if declared.isdigit() else (400, "bad Content-Length header")
+            await JSONResponse({"detail": detail}, status_code=status)(scope, receive, send)
+            return
+        if scope["path"] not in OPEN_PATHS:
+            user = self._authenticator.user_for(_presented_token(headers))
+            if user is None:
+                response = JSONResponse(
+                    {"detail": "missing or unknown API token (send Authorization: Bearer TOKEN or x-api-key)"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+            scope.setdefault("state", {})[_USER_KEY] = user
+        await self._app(scope, self._capped(receive), send)
+
+    def _too_large(self) -> str:
+        return f"request body is larger than api.max_body_bytes ({self._max_body} bytes)"
+
+    def _capped(self, receive: Receive) -> Receive:
+        received = 0
+
+        async def capped_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self._max_body:
+                    raise HTTPException(status_code=413, detail=self._too_large())
+            return message
+
+        return capped_receive
+
+
+def install_api_guard(app: FastAPI, config: HartflowConfig) -> None:
+    """Mount the auth + body-cap middleware on ``app`` (call once, in create_app)."""
+    app.add_middleware(ApiGuard, settings=config.api, default_user=config.user_id)
+
+
+def current_user(request: Request) -> str:
+    """FastAPI dependency: the caller's user id (``api.auth: none``: the config's ``user_id``)."""
+    user = request.scope.get("state", {}).get(_USER_KEY)
+    if not isinstance(user, str):
+        raise RuntimeError("the API guard is not installed: call install_api_guard(app, config) in create_app")
+    return user

@@ -1,0 +1,92 @@
+"""What the API keeps beside a thread's state in storage: the thread's record and one record per API run.
+
+    users/{u}/threads/{t}/api/thread.json          {thread_id, created_at, updated_at, metadata}
+    users/{u}/threads/{t}/api/runs/{run_id}.json   RunRecord
+
+Both live under the thread's prefix, so deleting the thread deletes them, and no other user's key can reach
+them. A run record says which segment of the thread's workflow the run is: the workflow chain
+(``workflow_run_id``, its first execution) and the stream offset the segment starts at. Its status is not
+stored while the chain is current; it is read from Temporal (``workers/api/status.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from activities.storage import ObjectStore
+from activities.thread_store import ObjectThreadStore
+from vocabulary.contracts import ThreadRef
+
+RUN_ID_PATTERN = re.compile(r"[0-9a-f-]{36}")
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    thread_id: str
+    assistant_id: str
+    workflow_id: str
+    workflow_run_id: str
+    start_offset: int
+    created_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    multitask_strategy: str = "reject"
+    final_status: str | None = None
+    """Written once the run's workflow chain was superseded by a newer one (``status.py`` then reads it)."""
+
+
+def _api_prefix(thread: ThreadRef) -> str:
+    return f"{ObjectThreadStore.thread_prefix(thread)}api/"
+
+
+def _read(objects: ObjectStore, key: str) -> dict[str, Any] | None:
+    data = objects.get(key)
+    return None if data is None else dict(json.loads(data))
+
+
+def _write(objects: ObjectStore, key: str, value: dict[str, Any]) -> None:
+    objects.put(key, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+
+def thread_record(objects: ObjectStore, thread: ThreadRef) -> dict[str, Any] | None:
+    return _read(objects, f"{_api_prefix(thread)}thread.json")
+
+
+def save_thread_record(objects: ObjectStore, thread: ThreadRef, record: dict[str, Any]) -> None:
+    _write(objects, f"{_api_prefix(thread)}thread.json", record)
+
+
+def new_thread_record(thread: ThreadRef, metadata: dict[str, Any]) -> dict[str, Any]:
+    stamp = now()
+    return {"thread_id": thread.thread_id, "created_at": stamp, "updated_at": stamp, "metadata": metadata}
+
+
+def run_record(objects: ObjectStore, thread: ThreadRef, run_id: str) -> RunRecord | None:
+    if not RUN_ID_PATTERN.fullmatch(run_id):
+        return None
+    data = _read(objects, f"{_api_prefix(thread)}runs/{run_id}.json")
+    return None if data is None else RunRecord(**data)
+
+
+def save_run_record(objects: ObjectStore, thread: ThreadRef, record: RunRecord) -> None:
+    _write(objects, f"{_api_prefix(thread)}runs/{record.run_id}.json", asdict(record))
+
+
+def run_records(objects: ObjectStore, thread: ThreadRef) -> list[RunRecord]:
+    """The thread's runs, newest first."""
+    records = []
+    prefix = f"{_api_prefix(thread)}runs/"
+    for info in objects.list(prefix):
+        data = _read(objects, info.key)
+        if data is not None:
+            records.append(RunRecord(**data))
+    return sorted(records, key=lambda record: (record.created_at, record.start_offset), reverse=True)

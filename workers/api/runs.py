@@ -1,0 +1,200 @@
+"""Thread runs: create, stream, wait, list, get, join (JSON), join the stream (``Last-Event-ID``), cancel.
+
+Every stream carries ``Location`` (where to rejoin it) and ``Content-Location`` (the run), so ``langgraph-sdk``
+reconnects by itself after a dropped connection, with the last event id it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Coroutine
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Header, HTTPException, Query, Response
+from sse_starlette.sse import EventSourceResponse
+from starlette.responses import JSONResponse, StreamingResponse
+from temporalio.client import WorkflowFailureError
+
+from vocabulary.contracts import ThreadRef
+from workers.api import records, status
+from workers.api.deps import ApiContext, Context, Thread
+from workers.api.starting import RunCreate, begin, stream_modes
+from workers.api.stream import Frame, RunFrames, resume_point, run_frames
+
+router = APIRouter()
+HEARTBEAT_SECONDS = 10
+KEEPALIVE_SECONDS = 5
+_background: set[asyncio.Task[Any]] = set()
+
+
+def _locations(record: records.RunRecord, tail: str) -> dict[str, str]:
+    # Relative to the client's base URL: the SDK joins them onto it (``/api`` included when it has one).
+    run = f"/threads/{record.thread_id}/runs/{record.run_id}"
+    return {"Location": f"{run}/{tail}", "Content-Location": run}
+
+
+async def _status_of(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> str:
+    current = await status.chain(context.client, thread)
+    siblings = await asyncio.to_thread(records.run_records, context.objects, thread)
+    return status.run_status(record, current, _followed(record, siblings))
+
+
+def _followed(record: records.RunRecord, siblings: list[records.RunRecord]) -> bool:
+    """A later run resumed the same workflow: this one ended at a pause."""
+    return any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset for o in siblings)
+
+
+def _run_view(record: records.RunRecord, run_status: str) -> dict[str, Any]:
+    return {
+        "run_id": record.run_id, "thread_id": record.thread_id, "assistant_id": record.assistant_id,
+        "status": run_status, "created_at": record.created_at, "updated_at": record.created_at,
+        "metadata": record.metadata, "multitask_strategy": record.multitask_strategy, "kwargs": record.kwargs,
+    }
+
+
+async def _record(context: ApiContext, thread: ThreadRef, run_id: str) -> records.RunRecord:
+    record = await asyncio.to_thread(records.run_record, context.objects, thread, run_id)
+    if record is None:
+        raise HTTPException(404, f"run {run_id} not found on thread {thread.thread_id}")
+    return record
+
+
+def _sse(frames: AsyncIterator[Frame], headers: dict[str, str]) -> EventSourceResponse:
+    async def events() -> AsyncIterator[dict[str, Any]]:
+        async for frame in frames:
+            event = {"event": frame.event, "data": json.dumps(frame.data, ensure_ascii=False, separators=(",", ":"))}
+            yield event if frame.id is None else {**event, "id": frame.id}
+
+    return EventSourceResponse(events(), ping=HEARTBEAT_SECONDS, headers={**headers, "Cache-Control": "no-cache",
+                                                                          "X-Accel-Buffering": "no"})
+
+
+async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
+                  *, cancel_on_disconnect: bool) -> AsyncIterator[Frame]:
+    """metadata (unless resuming after an event), the run's frames, then ``end``; a consumer that goes away
+    with ``cancel_on_disconnect`` cancels the run (its after_agent hooks still run: they are the compensation)."""
+    live = True
+    ended = False
+    try:
+        if after is None:
+            yield frames.metadata()
+        current = await status.chain(context.client, thread)
+        live = current.first_run_id == frames.record.workflow_run_id and current.active
+        async for frame in run_frames(context.client, context.objects, thread, frames, after, current):
+            yield frame
+        ended = True
+        yield Frame("end", None)
+    finally:
+        if cancel_on_disconnect and not ended and live:
+            handle = context.client.get_workflow_handle(frames.record.workflow_id)
+            task = asyncio.create_task(handle.cancel())
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+
+def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[str, str]) -> StreamingResponse:
+    """The run's result as JSON once it settles; until then a newline every few seconds (JSON allows leading
+    whitespace), so no proxy or client read timeout ends a long wait."""
+
+    async def body() -> AsyncIterator[bytes]:
+        task = asyncio.ensure_future(result)
+        try:
+            while not (await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS))[0]:
+                yield b"\n"
+            yield json.dumps(task.result(), ensure_ascii=False).encode("utf-8")
+        finally:
+            task.cancel()  # the client went away: stop reading the run (the run itself goes on)
+
+    return StreamingResponse(body(), media_type="application/json", headers=headers)
+
+
+async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> dict[str, Any]:
+    frames = RunFrames(record, ["values"])
+    current = await status.chain(context.client, thread)
+    async for _ in run_frames(context.client, context.objects, thread, frames, None, current):
+        pass
+    return frames.result()
+
+
+@router.post("/threads/{thread_id}/runs")
+async def create_run(body: RunCreate, thread: Thread,
+                     context: Context) -> JSONResponse:
+    record = await begin(context, thread, body)
+    run_status = await _status_of(context, thread, record)
+    return JSONResponse(_run_view(record, run_status), headers=_locations(record, "stream"))
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_run(body: RunCreate, thread: Thread,
+                     context: Context) -> EventSourceResponse:
+    record = await begin(context, thread, body)
+    frames = RunFrames(record, body.modes())
+    framed = _framed(context, thread, frames, None, cancel_on_disconnect=body.on_disconnect == "cancel")
+    return _sse(framed, _locations(record, "stream"))
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(body: RunCreate, thread: Thread,
+                   context: Context) -> StreamingResponse:
+    record = await begin(context, thread, body)
+    return _result_response(_settle(context, thread, record), _locations(record, "join"))
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_runs(thread: Thread, context: Context,
+                    limit: Annotated[int, Query(ge=1, le=1000)] = 10, offset: Annotated[int, Query(ge=0)] = 0,
+                    status_filter: Annotated[str | None, Query(alias="status")] = None) -> list[dict[str, Any]]:
+    found = await asyncio.to_thread(records.run_records, context.objects, thread)
+    current = await status.chain(context.client, thread)
+    views = []
+    for record in found:
+        view = _run_view(record, status.run_status(record, current, _followed(record, found)))
+        if status_filter in (None, view["status"]):
+            views.append(view)
+    return views[offset : offset + limit]
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(run_id: str, thread: Thread,
+                  context: Context) -> dict[str, Any]:
+    record = await _record(context, thread, run_id)
+    run_status = await _status_of(context, thread, record)
+    return _run_view(record, run_status)
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(run_id: str, thread: Thread,
+                   context: Context) -> StreamingResponse:
+    record = await _record(context, thread, run_id)
+    return _result_response(_settle(context, thread, record), _locations(record, "join"))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+async def join_stream(run_id: str, thread: Thread, context: Context,
+                      stream_mode: Annotated[list[str] | None, Query()] = None, cancel_on_disconnect: bool = False,
+                      last_event_id: Annotated[str | None, Header()] = None) -> EventSourceResponse:
+    record = await _record(context, thread, run_id)
+    after = resume_point(last_event_id)
+    modes = stream_modes(stream_mode or record.kwargs.get("stream_mode") or ["values"])
+    framed = _framed(context, thread, RunFrames(record, modes), after, cancel_on_disconnect=cancel_on_disconnect)
+    return _sse(framed, _locations(record, "stream"))
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+async def cancel_run(run_id: str, thread: Thread, context: Context,
+                     wait: bool = False, action: Literal["interrupt", "rollback"] = "interrupt") -> Response:
+    if action == "rollback":
+        raise HTTPException(422, "action 'rollback' is not served: a durable run keeps what it committed")
+    record = await _record(context, thread, run_id)
+    run_status = await _status_of(context, thread, record)
+    if run_status not in ("pending", "running"):
+        raise HTTPException(409, f"run {run_id} is {run_status}: only a running run can be cancelled")
+    handle = context.client.get_workflow_handle(record.workflow_id)
+    await handle.cancel()
+    if not wait:
+        return Response(status_code=202)
+    with contextlib.suppress(WorkflowFailureError):  # cancelled: what we asked for
+        await handle.result()
+    return Response(status_code=204)

@@ -1,0 +1,253 @@
+"""Turning a run request into a segment of the thread's workflow: a new run, or the answer that resumes a paused
+one. Everything is checked before anything is written: a refused request starts nothing and records nothing.
+
+* ``command: {resume: ...}`` answers the pending clarification through the run's validated ``reply`` update
+  (``"text"``, ``{option_id}``, ``{fields}`` or ``{answer}``): refused → 422, the thread stays interrupted; on a
+  thread that is not interrupted → 400.
+* On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
+  ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
+* Otherwise a new workflow starts; a thread whose run is still active is busy: 409 (``multitask_strategy``
+  ``reject``, the only strategy served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Literal
+
+from fastapi import HTTPException
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.exceptions import WorkflowAlreadyStartedError
+
+from middlewares.run_settings import RunSettings
+from vocabulary.contracts import ThreadRef
+from workers.api import records, status
+from workers.api.deps import ApiContext
+from workers.api.discovery import known_assistant
+from workers.models import ModelSelectionError, RunModel, select_model
+from workflows import search_attributes as sa
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem, workflow_id_for
+
+STREAM_MODES = ("values", "messages-tuple", "updates", "custom")
+
+
+class RunCreate(BaseModel):
+    """The run payload ``langgraph-sdk`` sends; fields it always sends (``stream_resumable: false``, ...) and
+    those hartflow does not use are accepted and ignored, never 422."""
+
+    model_config = ConfigDict(extra="ignore")
+    assistant_id: str = "hartflow"
+    input: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    stream_mode: str | list[str] = "values"
+    stream_subgraphs: bool = False
+    stream_resumable: bool | None = None
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
+    if_not_exists: Literal["reject", "create"] = "reject"
+    on_disconnect: Literal["cancel", "continue"] = "continue"
+
+    def modes(self) -> list[str]:
+        return stream_modes(self.stream_mode)
+
+    def option(self, name: str) -> Any:
+        """A run option from ``context`` (DeerFlow's frontend) or ``config.configurable`` (LangGraph's way)."""
+        configurable = (self.config or {}).get("configurable") or {}
+        return (self.context or {}).get(name, configurable.get(name))
+
+
+def stream_modes(requested: str | list[str] | None) -> list[str]:
+    modes = [requested] if isinstance(requested, str) else list(requested or ["values"])
+    unknown = [mode for mode in modes if mode not in STREAM_MODES]
+    if unknown:
+        raise HTTPException(422, f"unknown stream mode {unknown[0]!r}; served: {', '.join(STREAM_MODES)}")
+    return modes
+
+
+def run_settings(context: ApiContext, body: RunCreate) -> RunSettings:
+    update: dict[str, Any] = {}
+    for option, key in (("is_plan_mode", "plan_mode"), ("subagent_enabled", "subagent_enabled")):
+        if body.option(option) is not None:
+            update[key] = body.option(option)
+    limit = (body.config or {}).get("recursion_limit")
+    if limit is not None:
+        update["recursion_limit"] = limit
+    try:
+        return RunSettings.model_validate({**context.config.run.model_dump(), **update})
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        raise HTTPException(422, f"{'.'.join(map(str, problem['loc']))}: {problem['msg']}") from None
+
+
+def model_spec(context: ApiContext, requested: Any) -> RunModel:
+    """``model_name``: a name from the config's ``models`` list, or a raw spec only with ``api.allow_model_specs``;
+    anything else (DeerFlow's UI sends the names ``GET /api/models`` listed) means the default model."""
+    config = context.config
+    name: str | None = None
+    if isinstance(requested, str) and ":" in requested:
+        if not config.api.allow_model_specs:
+            raise HTTPException(422, f"model_name {requested!r} is a raw model spec; set api.allow_model_specs")
+        name = requested
+    elif isinstance(requested, str) and any(entry.name == requested for entry in config.models):
+        name = requested
+    try:
+        return select_model(config, name)
+    except ModelSelectionError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+def _last_human(body: RunCreate) -> dict[str, Any] | None:
+    messages = (body.input or {}).get("messages") or []
+    if not isinstance(messages, list):
+        raise HTTPException(422, "input.messages must be a list of messages")
+    for message in reversed(messages):
+        if isinstance(message, dict) and (message.get("role") or message.get("type")) in ("user", "human"):
+            return message
+    return None
+
+
+def message_content(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
+    if not isinstance(content, str):
+        raise HTTPException(422, "a message's content must be text or a list of text blocks")
+    return content.strip()
+
+
+def reply_for(body: RunCreate, pending: dict[str, Any] | None) -> ReplyInput | None:
+    """The answer this request gives the pending clarification, or ``None`` when it gives none."""
+    request_id = (pending or {}).get("request_id")
+    if body.command is not None and "resume" in body.command:
+        if pending is None:
+            raise HTTPException(400, "command.resume: the thread is not interrupted, there is nothing to resume")
+        resume = body.command["resume"]
+        if isinstance(resume, str):
+            return ReplyInput(answer=resume, request_id=request_id)
+        if isinstance(resume, dict) and set(resume) <= {"answer", "option_id", "fields"}:
+            return ReplyInput(resume.get("answer"), resume.get("option_id"), dict(resume.get("fields") or {}),
+                              request_id)
+        raise HTTPException(422, "command.resume must be text or {answer | option_id | fields}")
+    message = _last_human(body)
+    if pending is None or message is None:
+        return None
+    response = (message.get("additional_kwargs") or {}).get("human_input_response")
+    if isinstance(response, dict):
+        if response.get("response_kind") == "option":
+            return ReplyInput(option_id=str(response.get("option_id") or response.get("value")),
+                              request_id=response.get("request_id") or request_id)
+        return ReplyInput(answer=str(response.get("value") or ""), request_id=response.get("request_id") or request_id)
+    return ReplyInput(answer=message_content(message), request_id=request_id)
+
+
+def _root(exc: BaseException) -> str:
+    while getattr(exc, "cause", None) is not None:
+        exc = exc.cause  # type: ignore[attr-defined]
+    return str(getattr(exc, "message", None) or exc)
+
+
+async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> records.RunRecord:
+    """Start or resume the thread's workflow for this request and record the API run; refusals raise first."""
+    known_assistant(body.assistant_id)
+    body.modes()
+    if body.multitask_strategy != "reject":
+        raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
+    if not await asyncio.to_thread(_thread_exists, context, thread):
+        if body.if_not_exists != "create":
+            raise HTTPException(404, f"thread {thread.thread_id} not found")
+        record = records.new_thread_record(thread, {})
+        await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
+    current = await status.chain(context.client, thread)
+    paused = current.status == "awaiting_input"
+    committed = await asyncio.to_thread(context.store.record, thread) if paused else None
+    reply = reply_for(body, status.pending_request((committed or {}).get("state")))
+    workflow_id = workflow_id_for(thread.thread_id)
+    if reply is not None:
+        assert current.first_run_id is not None
+        offset = await WorkflowStreamClient.create(context.client, workflow_id).get_offset()
+        try:
+            await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
+        except WorkflowUpdateFailedError as exc:
+            raise HTTPException(422, f"reply refused: {_root(exc)}") from None
+        return await asyncio.to_thread(_record, context, thread, body, current.first_run_id, offset)
+    if current.active:
+        raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; "
+                                 "wait for it to finish or cancel it (multitask_strategy 'reject')")
+    first_run_id = await _start(context, thread, body)
+    await asyncio.to_thread(_finalize_previous, context, thread, current)
+    return await asyncio.to_thread(_record, context, thread, body, first_run_id, 0)
+
+
+def _thread_exists(context: ApiContext, thread: ThreadRef) -> bool:
+    return records.thread_record(context.objects, thread) is not None or context.store.exists(thread)
+
+
+async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate) -> str:
+    message = _last_human(body)
+    text = message_content(message) if message is not None else ""
+    problem = message_problem(text, context.config.run.max_message_chars)
+    if problem is not None:
+        raise HTTPException(422, f"input.messages: {problem}")
+    chosen = model_spec(context, body.option("model_name"))
+    model = chosen.spec
+    settings = run_settings(context, body).model_copy(
+        update={"model_capabilities": chosen.settings.model_capabilities}
+    )
+    message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
+    try:
+        handle = await context.client.start_workflow(
+            RunWorkflow.run,
+            RunInput(thread_id=thread.thread_id, user_id=thread.user_id, message=text, model=model,
+                     settings=settings, message_id=message_id),
+            id=workflow_id_for(thread.thread_id),
+            task_queue=context.config.temporal.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=f"{text.splitlines()[0][:120] if text else '(api run)'} · thread {thread.thread_id}",
+            search_attributes=TypedSearchAttributes([
+                SearchAttributePair(sa.THREAD_ID, thread.thread_id),
+                SearchAttributePair(sa.USER_ID, thread.user_id),
+                SearchAttributePair(sa.STATUS, "running"),
+                SearchAttributePair(sa.MODEL, model),
+                SearchAttributePair(sa.TURNS, 0),
+            ]),
+        )
+    except WorkflowAlreadyStartedError:
+        raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is already active") from None
+    return handle.first_execution_run_id or handle.result_run_id or ""
+
+
+def _finalize_previous(context: ApiContext, thread: ThreadRef, previous: status.Chain) -> None:
+    """The previous chain is closed and a new one starts: its last run's status is now fixed, so write it down
+    (Temporal answers for the newest chain only)."""
+    if previous.first_run_id is None:
+        return
+    for record in records.run_records(context.objects, thread):
+        if record.workflow_run_id == previous.first_run_id and record.final_status is None:
+            record.final_status = status.run_status(record, previous, followed=False)
+            records.save_run_record(context.objects, thread, record)
+            return
+
+
+def _record(context: ApiContext, thread: ThreadRef, body: RunCreate, first_run_id: str,
+            offset: int) -> records.RunRecord:
+    record = records.RunRecord(
+        run_id=str(uuid.uuid4()), thread_id=thread.thread_id, assistant_id=body.assistant_id,
+        workflow_id=workflow_id_for(thread.thread_id), workflow_run_id=first_run_id, start_offset=offset,
+        created_at=records.now(), metadata=dict(body.metadata),
+        kwargs={"input": body.input, "command": body.command, "config": body.config, "context": body.context,
+                "stream_mode": body.modes(), "on_disconnect": body.on_disconnect},
+    )
+    records.save_run_record(context.objects, thread, record)
+    return record

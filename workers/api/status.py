@@ -1,0 +1,103 @@
+"""Thread and run status, LangGraph's way, read from the thread's workflow in Temporal.
+
+=================================  ======================  ===========================================
+hartflow run                       LangGraph run           LangGraph thread
+=================================  ======================  ===========================================
+running                            ``running``             ``busy``
+awaiting_input (clarification)     ``success``             ``interrupted`` with ``interrupts``
+completed                          ``success``             ``idle``
+error                              ``error``               ``error``
+cancelled                          ``interrupted``         ``idle``
+=================================  ======================  ===========================================
+
+An API run is one segment of the workflow (from a start or a resume to the pause or the end): a segment that a
+later one follows ended at a pause, so it succeeded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from vocabulary.contracts import ThreadRef
+from workers.api.records import RunRecord
+from workflows import search_attributes as sa
+from workflows.run import workflow_id_for
+
+_CLOSED = {
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.FAILED: "error",
+    WorkflowExecutionStatus.TERMINATED: "error",
+    WorkflowExecutionStatus.TIMED_OUT: "timeout",
+}
+RUN_STATUS = {"running": "running", "awaiting_input": "success", "completed": "success", "error": "error",
+              "cancelled": "interrupted", "timeout": "timeout"}
+THREAD_STATUS = {"none": "idle", "running": "busy", "awaiting_input": "interrupted", "completed": "idle",
+                 "error": "error", "cancelled": "idle", "timeout": "error"}
+
+
+@dataclass
+class Chain:
+    """The thread's newest workflow chain as Temporal describes it (``status`` ``none``: no run ever)."""
+
+    first_run_id: str | None
+    status: str
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("running", "awaiting_input")
+
+    @property
+    def thread_status(self) -> str:
+        return THREAD_STATUS[self.status]
+
+
+async def chain(client: Client, thread: ThreadRef) -> Chain:
+    handle = client.get_workflow_handle(workflow_id_for(thread.thread_id))
+    try:
+        description = await handle.describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return Chain(None, "none")
+        raise
+    attributes = description.typed_search_attributes
+    if attributes.get(sa.USER_ID) not in (None, thread.user_id):
+        return Chain(None, "none")  # the workflow id is per thread id: another user's run is not this thread's
+    first = description.raw_info.first_run_id or description.run_id
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        paused = attributes.get(sa.STATUS) == "awaiting_input"
+        return Chain(first, "awaiting_input" if paused else "running")
+    if description.status in _CLOSED:
+        return Chain(first, _CLOSED[description.status])
+    closed = attributes.get(sa.STATUS)
+    return Chain(first, "error" if closed == "error" else "completed")
+
+
+def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
+    """The LangGraph status of the run ``record``; ``followed``: a later run of the same chain exists."""
+    if record.final_status:
+        return record.final_status
+    if current.first_run_id != record.workflow_run_id or followed:
+        return "success"
+    return RUN_STATUS.get(current.status, "success")
+
+
+def pending_request(values: dict[str, Any] | None, request_id: str | None = None) -> dict[str, Any] | None:
+    """The ``human_input_request`` a pause asks, from the state: the ask_clarification ToolMessage carries it
+    (``artifact.human_input``), and the run commits it before it pauses, so storage answers without a worker."""
+    for message in reversed((values or {}).get("messages") or []):
+        request = (message.get("artifact") or {}).get("human_input") if message.get("type") == "tool" else None
+        if isinstance(request, dict) and (request_id is None or request.get("request_id") == request_id):
+            return request
+    return None
+
+
+def interrupts(current: Chain, values: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The thread's interrupts, LangGraph's way: the pending question while its run is paused."""
+    request = pending_request(values) if current.status == "awaiting_input" else None
+    if request is None:
+        return []
+    return [{"id": str(request.get("request_id") or "ask_clarification"), "value": request}]

@@ -1,0 +1,173 @@
+"""One API run's events, read from its workflow stream and framed the way LangGraph clients read them.
+
+The run publishes its state (topic ``messages``, ``workflows/state_stream.py``) and its progress events (topic
+``progress``) on one durable stream. A reader folds the state items from the stream's start (a resumed
+segment's ``values`` include what came before it) and turns each item of the segment into frames:
+
+* ``messages`` item → ``messages`` ``[message, metadata]`` (mode ``messages-tuple``), ``updates``
+  ``{node: {messages: [message]}}``, ``values`` (the whole state so far);
+* ``progress`` item → ``custom`` (the event as the run published it); the pause also gives ``updates``
+  ``{__interrupt__: [...]}`` and ``values`` carrying ``__interrupt__``.
+
+The segment ends at its run's pause (``awaiting_input``) or end (``run_finished``). A frame's id is
+``{offset}-{n}``: the stream offset of its item and its place among that item's frames, so it is the same on
+every replica and after any restart, and ``Last-Event-ID`` resumes right after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from fastapi import HTTPException
+from temporalio.client import Client, WorkflowFailureError, WorkflowQueryRejectedError
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from activities.run_archive import load_run_archive
+from activities.storage import ObjectStore
+from vocabulary.contracts import ThreadRef
+from workers.api.records import RunRecord
+from workers.api.status import Chain, pending_request
+from workflows.run import PROGRESS_TOPIC
+from workflows.state_stream import MESSAGES_TOPIC, fold
+
+_ENDS = frozenset({"awaiting_input", "run_finished"})
+_NODES = {"ai": "model", "tool": "tools"}
+_EVENT_ID = re.compile(r"(-?\d+)(?:-(\d+))?")
+_POLL_COOLDOWN = timedelta(milliseconds=50)
+
+
+@dataclass(frozen=True)
+class Frame:
+    event: str
+    data: Any
+    id: str | None = None
+
+
+def resume_point(last_event_id: str | None) -> tuple[int, int] | None:
+    """Where a reader resumes: after this frame, or ``None`` (no header, or ``-1``) from the run's start."""
+    if last_event_id is None or last_event_id.strip() in ("", "-1"):
+        return None
+    match = _EVENT_ID.fullmatch(last_event_id.strip())
+    if match is None:
+        raise HTTPException(422, f"Last-Event-ID {last_event_id!r} is not an event id of this server")
+    return int(match.group(1)), int(match.group(2) or 0)
+
+
+class RunFrames:
+    """The frames of one run, for the stream modes asked."""
+
+    def __init__(self, record: RunRecord, modes: list[str]) -> None:
+        self.record = record
+        self.modes = set(modes)
+        self.values: dict[str, Any] | None = None
+        self.outcome: dict[str, Any] | None = None
+        """The event that ended the segment (``awaiting_input`` or ``run_finished``), once read."""
+
+    def metadata(self) -> Frame:
+        return Frame("metadata", {"run_id": self.record.run_id, "thread_id": self.record.thread_id, "attempt": 1})
+
+    def interrupts(self) -> list[dict[str, Any]]:
+        if self.outcome is None or self.outcome.get("kind") != "awaiting_input":
+            return []
+        request_id = self.outcome.get("request_id")
+        request = pending_request(self.values, request_id) or {"request_id": request_id}
+        return [{"id": str(request_id), "value": request}]
+
+    def result(self) -> dict[str, Any]:
+        """What ``runs.wait`` and ``runs.join`` answer: the last values, the interrupt, or the error."""
+        if self.outcome is not None and self.outcome.get("status") == "error":
+            return {"__error__": {"error": "RunFailed", "message": "the run failed; see the thread's messages"}}
+        values = dict(self.values or {})
+        if interrupts := self.interrupts():
+            values["__interrupt__"] = interrupts
+        return values
+
+    def skip(self, topic: str, data: dict[str, Any]) -> None:
+        """An item before the run's segment: only its state counts."""
+        if topic == MESSAGES_TOPIC:
+            self.values = fold(self.values, data)
+
+    def frames_for(self, topic: str, data: dict[str, Any]) -> list[tuple[str, Any]]:
+        frames: list[tuple[str, Any]] = []
+        if topic == MESSAGES_TOPIC:
+            self.values = fold(self.values, data)
+            if data.get("kind") == "message":
+                message = data["message"]
+                node = _NODES.get(message.get("type"), "__input__")
+                meta = {"langgraph_node": node, "run_id": self.record.run_id, "thread_id": self.record.thread_id}
+                self._add(frames, "messages-tuple", "messages", [message, meta])
+                self._add(frames, "updates", "updates", {node: {"messages": [message]}})
+            elif data.get("kind") == "channels":
+                self._add(frames, "updates", "updates", {"model": data["values"]})
+            self._add(frames, "values", "values", self.values)
+            return frames
+        self._add(frames, "custom", "custom", data)
+        if data.get("kind") in _ENDS:
+            self.outcome = data
+            if interrupts := self.interrupts():
+                self._add(frames, "updates", "updates", {"__interrupt__": interrupts})
+                frames.append(("values", {**(self.values or {}), "__interrupt__": interrupts}))
+            elif data.get("status") == "error":
+                frames.append(("error", {"error": "RunFailed", "message": f"run {self.record.run_id} failed"}))
+        return frames
+
+    def _add(self, frames: list[tuple[str, Any]], mode: str, event: str, data: Any) -> None:
+        if mode in self.modes:
+            frames.append((event, data))
+
+
+async def _items(
+    client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
+) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
+    """The stream items of the run's workflow chain, offset order: from the live workflow stream while the
+    chain is open, else (also when it closes while being read) from its run archive: no worker, no replay."""
+    next_offset = 0
+    if current.first_run_id == record.workflow_run_id and current.active:
+        stream = WorkflowStreamClient.create(client, record.workflow_id)
+        items = stream.subscribe(
+            [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN
+        )
+        try:
+            async for item in items:
+                yield item.offset, item.topic, item.data
+                next_offset = item.offset + 1
+            return
+        except WorkflowQueryRejectedError:
+            pass  # it closed before its last items were read: the archive it wrote before closing has them
+        finally:
+            await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
+    archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
+    for event in archive.events if archive is not None else []:
+        if event.offset >= next_offset:
+            yield event.offset, event.topic, event.data
+    # No archive: the chain closed before runs were archived, and its stream went with it.
+
+
+async def run_frames(
+    client: Client, objects: ObjectStore, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
+    current: Chain,
+) -> AsyncIterator[Frame]:
+    """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends. A segment that
+    ends the run ends once its workflow closed, so a client that saw the end reads the run's final status."""
+    record = frames.record
+    items = _items(client, objects, thread, record, current)
+    try:
+        async for offset, topic, data in items:
+            if offset < record.start_offset:
+                frames.skip(topic, data)
+                continue
+            for index, (event, payload) in enumerate(frames.frames_for(topic, data)):
+                if after is None or (offset, index) > after:
+                    yield Frame(event, payload, f"{offset}-{index}")
+            if frames.outcome is not None:
+                break
+    finally:
+        await items.aclose()  # type: ignore[attr-defined]
+    if frames.outcome is not None and frames.outcome.get("kind") == "run_finished" and current.active:
+        with contextlib.suppress(WorkflowFailureError):  # failed or cancelled: the frames said so already
+            await client.get_workflow_handle(record.workflow_id).result()

@@ -1,0 +1,196 @@
+"""Threads: create (``if_exists``), get, patch (metadata), delete (409 while a run is active), search, state and
+history. A thread's ``values`` are its committed state; while a run pauses for clarification the state also
+names the pending question as the interrupt of an ``ask_clarification`` task."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Literal
+
+from fastapi import APIRouter, HTTPException, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from activities.thread_lifecycle import delete_thread, list_threads
+from vocabulary.contracts import ThreadRef
+from workers.api import records, status
+from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
+
+router = APIRouter()
+ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
+
+
+class ThreadCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    thread_id: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    if_exists: Literal["raise", "do_nothing"] = "raise"
+
+
+class ThreadPatch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ThreadSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    ids: list[str] | None = None
+    status: ThreadStatus | None = None
+    limit: int = Field(10, ge=1, le=1000)
+    offset: int = Field(0, ge=0)
+
+
+class HistoryRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    limit: int = Field(10, ge=1, le=1000)
+
+
+def existing_record(context: ApiContext, thread: ThreadRef) -> dict[str, Any] | None:
+    """The thread's API record; a thread the CLI made (state, no record) gets one made up from its state."""
+    record = records.thread_record(context.objects, thread)
+    if record is not None:
+        return record
+    committed = context.store.record(thread)
+    if committed is None:
+        return None
+    stamp = committed.get("committed_at") or records.now()
+    return {"thread_id": thread.thread_id, "created_at": stamp, "updated_at": stamp, "metadata": {}}
+
+
+def require_record(context: ApiContext, thread: ThreadRef) -> dict[str, Any]:
+    record = existing_record(context, thread)
+    if record is None:
+        raise HTTPException(404, f"thread {thread.thread_id} not found")
+    return record
+
+
+def committed_values(context: ApiContext, thread: ThreadRef) -> tuple[dict[str, Any], int, str | None]:
+    committed = context.store.record(thread)
+    if committed is None:
+        return {"messages": []}, 0, None
+    return dict(committed["state"]), int(committed["version"]), committed.get("committed_at")
+
+
+async def thread_view(context: ApiContext, thread: ThreadRef, record: dict[str, Any]) -> dict[str, Any]:
+    values, _, committed_at = await asyncio.to_thread(committed_values, context, thread)
+    current = await status.chain(context.client, thread)
+    pending = status.interrupts(current, values)
+    return {
+        **record,
+        "updated_at": max(record["updated_at"], committed_at or ""),
+        "status": current.thread_status,
+        "values": values,
+        "interrupts": {pending[0]["id"]: pending} if pending else {},
+    }
+
+
+def state_view(thread: ThreadRef, values: dict[str, Any], version: int, created_at: str | None,
+               pending: list[dict[str, Any]]) -> dict[str, Any]:
+    tasks = [{"id": item["id"], "name": "ask_clarification", "path": [], "error": None, "interrupts": [item],
+              "checkpoint": None, "state": None, "result": None} for item in pending]
+    checkpoint = {"thread_id": thread.thread_id, "checkpoint_ns": "", "checkpoint_id": f"v{version}",
+                  "checkpoint_map": None}
+    parent = None if version <= 1 else {**checkpoint, "checkpoint_id": f"v{version - 1}"}
+    return {
+        "values": values,
+        "next": ["ask_clarification"] if pending else [],
+        "tasks": tasks,
+        "interrupts": pending,
+        "checkpoint": checkpoint,
+        "parent_checkpoint": parent,
+        "metadata": {"source": "loop", "step": version, "version": version},
+        "created_at": created_at,
+    }
+
+
+@router.post("/threads")
+async def create_thread(body: ThreadCreate, user: User,
+                        context: Context) -> dict[str, Any]:
+    thread = thread_ref(user, body.thread_id or str(uuid.uuid4()))
+    existing = await asyncio.to_thread(existing_record, context, thread)
+    if existing is not None:
+        if body.if_exists == "raise":
+            raise HTTPException(409, f"thread {thread.thread_id} already exists")
+        return await thread_view(context, thread, existing)
+    record = records.new_thread_record(thread, body.metadata)
+    await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
+    return await thread_view(context, thread, record)
+
+
+@router.get("/threads/{thread_id}")
+async def get_thread(thread: Thread, context: Context) -> dict[str, Any]:
+    return await thread_view(context, thread, await asyncio.to_thread(require_record, context, thread))
+
+
+@router.patch("/threads/{thread_id}")
+async def patch_thread(body: ThreadPatch, thread: Thread,
+                       context: Context) -> dict[str, Any]:
+    record = await asyncio.to_thread(require_record, context, thread)
+    record = {**record, "metadata": {**record["metadata"], **body.metadata}, "updated_at": records.now()}
+    await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
+    return await thread_view(context, thread, record)
+
+
+@router.delete("/threads/{thread_id}", status_code=204)
+async def remove_thread(thread: Thread, context: Context) -> Response:
+    await asyncio.to_thread(require_record, context, thread)
+    if (await status.chain(context.client, thread)).active:
+        raise HTTPException(409, f"thread {thread.thread_id} has an active run: cancel it first")
+    await asyncio.to_thread(delete_thread, context.objects, thread, context.config.home)
+    return Response(status_code=204)
+
+
+@router.post("/threads/search")
+async def search_threads(body: ThreadSearch, user: User,
+                         context: Context) -> list[dict[str, Any]]:
+    names = [summary.thread_id for summary in await asyncio.to_thread(list_threads, context.objects, user)]
+    found = []
+    for name in names if body.ids is None else [n for n in names if n in body.ids]:
+        thread = thread_ref(user, name)
+        record = await asyncio.to_thread(existing_record, context, thread)
+        if record is None or any(record["metadata"].get(k) != v for k, v in body.metadata.items()):
+            continue
+        view = await thread_view(context, thread, record)
+        if body.status is None or view["status"] == body.status:
+            found.append(view)
+    found.sort(key=lambda view: view["updated_at"], reverse=True)
+    return found[body.offset : body.offset + body.limit]
+
+
+@router.get("/threads/{thread_id}/state")
+async def get_state(thread: Thread, context: Context) -> dict[str, Any]:
+    await asyncio.to_thread(require_record, context, thread)
+    values, version, committed_at = await asyncio.to_thread(committed_values, context, thread)
+    current = await status.chain(context.client, thread)
+    return state_view(thread, values, version, committed_at, status.interrupts(current, values))
+
+
+@router.post("/threads/{thread_id}/history")
+async def get_history(body: HistoryRequest, thread: Thread,
+                      context: Context) -> list[dict[str, Any]]:
+    await asyncio.to_thread(require_record, context, thread)
+    current = await status.chain(context.client, thread)
+    versions = await asyncio.to_thread(context.store.versions, thread)
+    states: list[dict[str, Any]] = []
+    for version in sorted(versions, reverse=True)[: body.limit]:
+        committed = await asyncio.to_thread(context.store.version_record, thread, version)
+        if committed is None:
+            continue  # pruned between the listing and the read
+        pending = status.interrupts(current, committed["state"]) if not states else []
+        states.append(state_view(thread, committed["state"], version, committed.get("committed_at"), pending))
+    return states
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(checkpoint_id: str, thread: Thread, context: Context) -> dict[str, Any]:
+    """One retained version (``checkpoint_id`` ``v{N}``, as history names them); a pruned one is 404."""
+    await asyncio.to_thread(require_record, context, thread)
+    version = int(checkpoint_id[1:]) if checkpoint_id[:1] == "v" and checkpoint_id[1:].isdigit() else None
+    committed = None if version is None else await asyncio.to_thread(context.store.version_record, thread, version)
+    if committed is None:
+        raise HTTPException(404, f"checkpoint {checkpoint_id!r} of thread {thread.thread_id} is not retained")
+    values, newest, _ = await asyncio.to_thread(committed_values, context, thread)
+    current = await status.chain(context.client, thread)
+    pending = status.interrupts(current, values) if version == newest else []
+    return state_view(thread, committed["state"], int(committed["version"]), committed.get("committed_at"), pending)

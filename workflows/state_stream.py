@@ -1,0 +1,88 @@
+"""The thread state as the run publishes it on its workflow stream, topic ``messages``, for API clients.
+
+The Agent Server API (``workers/api/``) streams a run's ``values`` (the whole thread state after each step) and
+``messages-tuple`` (each complete message) to LangGraph clients. It must not rebuild them from history, so the
+run publishes them itself, beside its ``progress`` events, in the same stream and so with the same durable
+offsets. Three kinds of items, each a JSON object:
+
+* ``{"kind": "snapshot", "values": STATE}``: the whole state; first in every execution of the run (a
+  continue-as-new starts a new one), and again whenever a published message was removed or rewritten;
+* ``{"kind": "message", "message": MESSAGE}``: one message appended to ``messages`` (``model_dump`` form);
+* ``{"kind": "channels", "values": {CHANNEL: VALUE, ...}}``: the other channels that changed.
+
+Folding the items from the stream's start, in offset order, gives the thread state at any offset
+(``workers/api/stream.py`` does). Publishing adds no workflow commands: the stream lives in workflow memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from vocabulary.state import ThreadState
+
+MESSAGES_TOPIC = "messages"
+
+_RECHECKED = 3
+"""How many of the newest published messages are compared in full at each sync (a middleware may rewrite the
+latest AI message in place, e.g. drop its tool calls); older ones are compared by id only."""
+
+
+class _Topic(Protocol):
+    def publish(self, value: dict[str, Any]) -> None: ...
+
+
+class StatePublisher:
+    """Publishes what changed in the thread state since the last :meth:`sync`."""
+
+    def __init__(self, topic: _Topic) -> None:
+        self._topic = topic
+        self._ids: list[str | None] | None = None
+        self._recent: list[dict[str, Any]] = []
+        self._channels: dict[str, Any] = {}
+
+    def sync(self, state: ThreadState) -> int:
+        """Publish the changes of ``state``; returns how many stream items that took."""
+        messages = state.messages
+        ids = [message.id for message in messages]
+        channels = state.model_dump(mode="json", exclude={"messages"})
+        if self._ids is None or not self._unchanged_prefix(state, ids):
+            self._topic.publish({"kind": "snapshot", "values": state.model_dump(mode="json")})
+            self._remember(state, ids, channels)
+            return 1
+        published = 0
+        for message in messages[len(self._ids) :]:
+            self._topic.publish({"kind": "message", "message": message.model_dump(mode="json")})
+            published += 1
+        changed = {key: value for key, value in channels.items() if self._channels.get(key) != value}
+        if changed:
+            self._topic.publish({"kind": "channels", "values": changed})
+            published += 1
+        if published:
+            self._remember(state, ids, channels)
+        return published
+
+    def _unchanged_prefix(self, state: ThreadState, ids: list[str | None]) -> bool:
+        assert self._ids is not None
+        known = len(self._ids)
+        if ids[:known] != self._ids:
+            return False
+        recent = state.messages[max(0, known - _RECHECKED) : known]
+        return [message.model_dump(mode="json") for message in recent] == self._recent
+
+    def _remember(self, state: ThreadState, ids: list[str | None], channels: dict[str, Any]) -> None:
+        self._ids = ids
+        self._recent = [message.model_dump(mode="json") for message in state.messages[-_RECHECKED:]]
+        self._channels = channels
+
+
+def fold(values: dict[str, Any] | None, item: dict[str, Any]) -> dict[str, Any]:
+    """The state after one ``messages`` item (``values`` is the state before it, ``None`` at the start)."""
+    kind = item.get("kind")
+    if kind == "snapshot":
+        return dict(item["values"])
+    current = dict(values or {"messages": []})
+    if kind == "message":
+        current["messages"] = [*current.get("messages", []), item["message"]]
+    elif kind == "channels":
+        current.update(item["values"])
+    return current
