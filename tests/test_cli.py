@@ -160,6 +160,15 @@ def test_reply_when_nothing_is_pending_and_busy_threads(cli_env: Path, capsys: p
     assert code == 0 and json.loads(out)["final_message"] == "hello"
     code, _, err = _cli(capsys, "reply", "t-done", "yes")
     assert code == 2 and "no run is waiting on thread t-done" in err
+    # A finished run's status and events come from its archive: its real chain, its whole progress stream.
+    code, out, _ = _cli(capsys, "status", "t-done", "--json")
+    assert code == 0 and json.loads(out)["chain"][-1] == "Clarification"
+    code, out, _ = _cli(capsys, "events", "t-done")
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [e["seq"] for e in events] == list(range(len(events)))
+    assert events[0]["kind"] == "model_call" and events[-1]["kind"] == "run_finished"
+    code, out, _ = _cli(capsys, "events", "t-done", "--from", "1")
+    assert [json.loads(line) for line in out.splitlines()] == events[1:]
 
     paused_model = write_script(cli_env.parent, [_ask(), answer("done")])
     code, out, _ = _cli(capsys, "run", "hi", "--thread", "t-busy", "--model", paused_model, "--json")
@@ -177,7 +186,8 @@ def test_reply_when_nothing_is_pending_and_busy_threads(cli_env: Path, capsys: p
     code, out, _ = _cli(capsys, "cancel", "t-busy", "--json")
     assert code == 0 and json.loads(out)["status"] == "cancelled"
     code, out, _ = _cli(capsys, "status", "t-busy", "--json")
-    assert json.loads(out)["status"] == "cancelled"
+    cancelled = json.loads(out)
+    assert cancelled["status"] == "cancelled" and cancelled["chain"] == status["chain"]
 
 
 def test_signal_replies_through_the_cli(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
