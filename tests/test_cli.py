@@ -198,3 +198,29 @@ def test_signal_replies_through_the_cli(cli_env: Path, capsys: pytest.CaptureFix
     assert code == 0 and json.loads(out)["final_message"] == "signalled"
     code, out, _ = _cli(capsys, "state", "t-signal", "--json")
     assert json.loads(out)["messages"][-2]["additional_kwargs"]["human_input_response"]["value"] == "blue"
+
+
+def test_a_query_nobody_can_answer_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+    home: Path,
+    temporal_address: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A server that no worker polls (say, one left behind by another tool): ``status`` of a running run fails with
+    one line naming the server and what to start, exit 1."""
+    for name in list(os.environ):
+        if name.startswith("HARTFLOW_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_address)
+    monkeypatch.setenv("HARTFLOW_STORAGE__HOME", str(home))
+    monkeypatch.setenv("HARTFLOW_TEMPORAL__TASK_QUEUE", unique("nobody"))
+    monkeypatch.chdir(home.parent)
+    model = write_script(tmp_path, [answer("never")])
+    code, _, err = _cli(capsys, "run", "hi", "--thread", "t-orphan", "--model", model, "--detach")
+    assert code == 0, err
+    code, out, err = _cli(capsys, "status", "t-orphan", "--json")
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith(f"hartflow: error: Temporal server at {temporal_address}: "), err
+    assert "hartflow worker" in err and "Traceback" not in err
+    assert "error" in json.loads(out)

@@ -907,6 +907,9 @@ def run_command(argv: list[str] | None = None) -> int:
     except RPCError as exc:
         _fail(args, f"Temporal server at {_server_of(args)}: {exc.message}{_rpc_hint(exc)}")
         return EXIT_FAILED
+    except Exception as exc:  # a bug or an outage we did not foresee: still one line, never a traceback
+        _fail(args, f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted; runs are durable — see them again with: hartflow status THREAD", file=sys.stderr)
         return 130
@@ -966,8 +969,11 @@ def _server_of(args: argparse.Namespace) -> str:
 
 
 def _rpc_hint(exc: RPCError) -> str:
-    if "no poller" in exc.message:
-        return " (no worker serves the task queue: start one with `hartflow worker`)"
+    """What to do when nothing serves the task queue: a query waits for a worker until the server gives up."""
+    # A passed query deadline is CANCELLED ("Timeout expired") from the client, DEADLINE_EXCEEDED from the server.
+    timed_out = exc.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
+    if "no poller" in exc.message or timed_out:
+        return " (no worker answered for the task queue: start one with `hartflow worker`)"
     return ""
 
 
