@@ -364,6 +364,26 @@ def test_a_reply_to_a_running_run_is_refused(
     assert _result(cli, thread_id).final_message == "late", "the refused replies did not disturb the run"
 
 
+def test_a_run_with_files_on_a_busy_thread_writes_nothing(
+    cli: CliWorker, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    thread_id = unique("t-busy")
+    release = tmp_path / "release"
+    slow = write_script(tmp_path, [{**answer("late"), "wait_for_file": str(release)}])
+    code, _, err = _run(capsys, "run", "hi", "--thread", thread_id, "--model", slow, "--detach")
+    assert code == 0, err
+    upload = tmp_path / "notes.txt"
+    upload.write_text("not for the run in flight")
+    try:
+        err = _refused(capsys, "run", "again", "--thread", thread_id, "--model", slow, "--file", str(upload))
+        assert f"thread {thread_id} is busy" in err
+        copied = list(cli.home.glob(f"users/*/threads/{thread_id}/user-data/uploads/notes.txt"))
+        assert not copied, "the refused run wrote into the uploads of the run in flight"
+    finally:
+        release.touch()
+    assert _result(cli, thread_id).final_message == "late"
+
+
 def test_replies_that_do_not_answer_the_pending_request_are_refused_without_a_trace(
     cli: CliWorker, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -147,6 +147,15 @@ def test_reply_when_nothing_is_pending_and_busy_threads(cli_env: Path, capsys: p
     assert code == 0 and json.loads(out)["final_message"] == "hello"
     code, _, err = _cli(capsys, "reply", "t-done", "yes")
     assert code == 2 and "no run is waiting on thread t-done" in err
+    # A finished run's status and events come from its archive: its real chain, its whole progress stream.
+    code, out, _ = _cli(capsys, "status", "t-done", "--json")
+    assert code == 0 and json.loads(out)["chain"][-1] == "Clarification"
+    code, out, _ = _cli(capsys, "events", "t-done")
+    events = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [e["seq"] for e in events] == list(range(len(events)))
+    assert events[0]["kind"] == "model_call" and events[-1]["kind"] == "run_finished"
+    code, out, _ = _cli(capsys, "events", "t-done", "--from", "1")
+    assert [json.loads(line) for line in out.splitlines()] == events[1:]
 
     paused_model = write_script(cli_env.parent, [ask_clarification(options=["red", "blue"]), answer("done")])
     code, out, _ = _cli(capsys, "run", "hi", "--thread", "t-busy", "--model", paused_model, "--json")
@@ -164,7 +173,8 @@ def test_reply_when_nothing_is_pending_and_busy_threads(cli_env: Path, capsys: p
     code, out, _ = _cli(capsys, "cancel", "t-busy", "--json")
     assert code == 0 and json.loads(out)["status"] == "cancelled"
     code, out, _ = _cli(capsys, "status", "t-busy", "--json")
-    assert json.loads(out)["status"] == "cancelled"
+    cancelled = json.loads(out)
+    assert cancelled["status"] == "cancelled" and cancelled["chain"] == status["chain"]
 
 
 def test_signal_replies_through_the_cli(cli_env: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,3 +185,29 @@ def test_signal_replies_through_the_cli(cli_env: Path, capsys: pytest.CaptureFix
     assert code == 0 and json.loads(out)["final_message"] == "signalled"
     code, out, _ = _cli(capsys, "state", "t-signal", "--json")
     assert json.loads(out)["messages"][-2]["additional_kwargs"]["human_input_response"]["value"] == "blue"
+
+
+def test_a_query_nobody_can_answer_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+    home: Path,
+    temporal_address: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A server that no worker polls (say, one left behind by another tool): ``status`` of a running run fails with
+    one line naming the server and what to start, exit 1."""
+    for name in list(os.environ):
+        if name.startswith("HARTFLOW_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("TEMPORAL_ADDRESS", temporal_address)
+    monkeypatch.setenv("HARTFLOW_STORAGE__HOME", str(home))
+    monkeypatch.setenv("HARTFLOW_TEMPORAL__TASK_QUEUE", unique("nobody"))
+    monkeypatch.chdir(home.parent)
+    model = write_script(tmp_path, [answer("never")])
+    code, _, err = _cli(capsys, "run", "hi", "--thread", "t-orphan", "--model", model, "--detach")
+    assert code == 0, err
+    code, out, err = _cli(capsys, "status", "t-orphan", "--json")
+    assert code == 1
+    assert err.count("\n") == 1 and err.startswith(f"hartflow: error: Temporal server at {temporal_address}: "), err
+    assert "hartflow worker" in err and "Traceback" not in err
+    assert "error" in json.loads(out)

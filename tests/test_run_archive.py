@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowQueryRejectedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient, WorkflowStreamState
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
@@ -29,6 +29,8 @@ from tests.support import (
 )
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput, ThreadRef
 from workers.config import HartflowConfig, open_object_store
+from workers.progress import follow
+from workers.worker import connect
 from workflows.run import PROGRESS_TOPIC, ReplyInput
 from workflows.state_stream import MESSAGES_TOPIC
 
@@ -121,3 +123,27 @@ def test_a_retried_archive_succeeds_and_a_different_one_is_a_conflict(home: Path
         store_run_archive(objects, archive, converter)
     assert refused.value.type == "RunArchiveConflict"
     assert objects.get(key) == stored
+
+
+async def test_following_a_closed_run_reads_its_archive_and_no_worker_is_asked(
+    client: Client, config: HartflowConfig, tmp_path: Path
+) -> None:
+    model = write_script(tmp_path, [calls(tool_call("ls", path="/mnt/user-data")), answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "look around", model=model)
+        view = await handle.result()
+    # No worker polls any more: a replaying query would hang; hartflow's client is refused at once instead.
+    hartflow_client = await connect(config, client.service_client.config.target_host)
+    archive = read_run_archive(open_object_store(config), config.user_id, view.thread_id, view.run_id)
+    assert archive is not None
+    with pytest.raises(WorkflowQueryRejectedError):
+        await hartflow_client.get_workflow_handle(handle.id).query("status")
+
+    async def archived(offset: int) -> list[Any]:
+        assert archive is not None
+        return archive.topic(PROGRESS_TOPIC, from_offset=offset)
+
+    shown: list[dict[str, Any]] = []
+    await follow(hartflow_client, handle.id, shown.append, offset=1, archived=archived)
+    assert shown == [event.data for event in archive.topic(PROGRESS_TOPIC, from_offset=1)]
+    assert shown[-1]["kind"] == "run_finished"

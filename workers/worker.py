@@ -64,6 +64,9 @@ from workflows.subagent import SubagentWorkflow
 # tests/test_workflow_determinism.py checks their source instead, and the replay tests check their behaviour.
 PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml", "opentelemetry", "vocabulary", "workflows", "middlewares")
 
+GRACEFUL_SHUTDOWN = timedelta(seconds=5)
+"""How long a stopping worker lets its activities finish before the SDK cancels them."""
+
 WORKFLOWS: Sequence[type] = (
     RunWorkflow,
     SubagentWorkflow,
@@ -170,7 +173,7 @@ def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | No
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
         workflow_runner=workflow_runner(),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=config.temporal.sticky_queue_timeout_seconds),
-        graceful_shutdown_timeout=timedelta(seconds=5),
+        graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         deployment_config=deployment_config(config),
         **options,
     )
