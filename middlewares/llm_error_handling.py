@@ -33,6 +33,7 @@ worker's ``max_concurrent_activities`` or a task-queue rate limit bounds in-flig
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -233,7 +234,8 @@ class LLMErrorHandlingMiddleware(Middleware):
             else:
                 await self._release_probe(request, holder, admission)
             return fallback_message(failure)
-        except BaseException:
+        except (Exception, asyncio.CancelledError):
+            # Never wider: an eviction or a collected orphan (BaseExceptions) must end the run untouched.
             await self._release_probe(request, holder, admission)
             raise
         if admission.report_success:
