@@ -156,7 +156,7 @@ def provider_error_class(name: str) -> type[ScriptedProviderError]:
     """
     cls = _ERROR_CLASSES.get(name)
     if cls is None:
-        bases = (ScriptedProviderError, *_BUILTIN_BASES.get(name, ()))
+        bases: tuple[type, ...] = (ScriptedProviderError, *_BUILTIN_BASES.get(name, ()))
         created = type(name, bases, {"__module__": __name__})
         cls = cast("type[ScriptedProviderError]", created)
         _ERROR_CLASSES[name] = cls
