@@ -39,14 +39,14 @@ from langchain_core.messages import (
 )
 from langchain_core.messages.utils import count_tokens_approximately
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError
 
 from middlewares._logging import hook_logger
 from middlewares._messages import SUMMARY_MESSAGE_NAME, is_dynamic_context_reminder, is_genuine_user_message
 from middlewares._model_call import call_model
 from middlewares._tool_calls import clone_with_tool_calls
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from workflows.context import RunContext
+from workflows.context import RunContext, best_effort
 from workflows.messages import REMOVE_ALL_MESSAGES, message_text
 from workflows.state import StateUpdate, ThreadState
 
@@ -554,13 +554,10 @@ class SummarizationMiddleware(Middleware):
         """The first non-blank summary of the candidate models, or ``None`` when every candidate failed."""
         candidates = list(dict.fromkeys([self.config.model or ctx.model, ctx.model]))
         for spec in candidates:
-            try:
-                label = f"Summarization.before_model · summarize {count} messages"
-                reply = await call_model(ctx, spec, prompt, purpose="summarization", summary=label)
-            except ActivityError as error:
-                if is_cancelled_exception(error):
-                    raise
-                logger.warning("summary with %s failed: %s", spec, error.cause or error)
+            label = f"Summarization.before_model · summarize {count} messages"
+            reply = await best_effort(call_model(ctx, spec, prompt, purpose="summarization", summary=label))
+            if isinstance(reply, ActivityError):
+                logger.warning("summary with %s failed: %s", spec, reply.cause or reply)
                 continue
             text = message_text(reply).strip()
             if text:
