@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +34,7 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
 
 from activities.models import validate_model_spec
 from activities.paths import InvalidIdError, validate_thread_id, validate_user_id
@@ -48,6 +49,7 @@ from workers.config import ConfigError, HartflowConfig, load_config, open_object
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
+from workers.worker_stop import evict_cached_runs
 from workflows import search_attributes as sa
 from workflows.contracts import ThreadRef, UploadedFile
 from workflows.messages import message_text
@@ -629,7 +631,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
             f"worker polling task queue '{config.temporal.task_queue}' on {where} (Ctrl-C to stop)",
             file=sys.stderr,
         )
-        await _run_until_signalled(worker.run(), worker.shutdown)
+        await _run_until_signalled(worker)
     return EXIT_OK
 
 
@@ -644,24 +646,26 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         print(f"Temporal dev server on {stack.server.address if stack.server else '?'}", file=sys.stderr)
         print(f"Web UI: {stack.ui_base}", flush=True)
         print("Ctrl-C to stop.", file=sys.stderr, flush=True)
-        await _run_until_signalled(worker.run(), worker.shutdown)
+        await _run_until_signalled(worker)
     return EXIT_OK
 
 
-async def _run_until_signalled(
-    work: Coroutine[Any, Any, None], shutdown: Callable[[], Coroutine[Any, Any, None]]
-) -> None:
+async def _run_until_signalled(worker: Worker) -> None:
+    """Run ``worker`` until SIGINT or SIGTERM, then stop it leaving no cached run behind."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(work)
+    task = asyncio.create_task(worker.run())
     stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    if not task.done():
-        await shutdown()
-    stopper.cancel()
-    await task
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await worker.shutdown()
+        stopper.cancel()
+        await task
+    finally:
+        await evict_cached_runs(worker)
 
 
 async def cmd_sandboxes(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from temporalio.worker import Worker
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, ensure_search_attributes, port_answers
 from workers.worker import build_worker, connect
+from workers.worker_stop import evict_cached_runs
 
 EMBEDDED_HOST = "127.0.0.1"
 
@@ -121,6 +122,7 @@ class Stack:
                 await self.worker.shutdown()
             with contextlib.suppress(BaseException):
                 await self._worker_task
+            await evict_cached_runs(self.worker)
             self.worker = None
         if self.server is not None:
             await asyncio.to_thread(self.server.stop)
