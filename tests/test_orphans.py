@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
@@ -73,6 +74,12 @@ async def _threads_named(client: Client, events: list[Any]) -> set[str]:
     return {item.thread.thread_id for item in [*loads, *commits]}
 
 
+def _failed_tasks(events: list[Any]) -> list[str]:
+    """The failure message of every workflow task the run failed (a nondeterminism error is one)."""
+    failed = [e for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
+    return [e.workflow_task_failed_event_attributes.failure.message for e in failed]
+
+
 def _answered(home: Path, thread_id: str, reply: str, final: str) -> bool:
     messages = thread_state(home, thread_id)["messages"]
     responses = [m["additional_kwargs"].get("human_input_response") for m in messages if m["type"] == "human"]
@@ -126,20 +133,26 @@ async def test_an_orphan_collected_inside_another_run_acts_for_nobody(
         await paused.execute_update("reply", ReplyInput(answer="blue"), result_type=RunView)
         final = await paused.result()
         other_events = await history_events(other)
+        paused_events = await history_events(paused)
         await replay(client, other)
         await replay(client, paused)
 
     assert await _threads_named(client, other_events) == {other_thread}, "only the other run's own commands"
+    assert _failed_tasks(other_events) == _failed_tasks(paused_events) == []
     assert [name for name, _ in scheduled_activities(other_events)].count(THREAD_COMMIT) == 1
     assert (final.status, final.final_message) == ("completed", "blue it is")
     assert _answered(home, paused_thread, "blue", "blue it is"), "the reply and the answer are stored"
 
 
-async def test_evictions_from_a_one_run_cache_lose_nothing(client: Client, home: Path, temporal_address: str) -> None:
-    config = make_config(home, temporal_address)
+async def test_evictions_from_one_run_caches_lose_nothing(
+    client: Client, home: Path, temporal_address: str, collections_only_where_the_test_runs_them: None
+) -> None:
+    """Runs pause on a worker whose cache holds one run, so each new run evicts the one paused before it; that
+    worker stops; another one-run worker answers them in turn, each answer bringing its run back from history and
+    evicting the previous one, while every model turn collects garbage inside its own activation."""
+    config = make_config(home, temporal_address, run={"extensions": [COLLECT_GARBAGE]})
     runs: list[tuple[str, WorkflowHandle[Any, RunView]]] = []
     async with running_worker(client, config, max_cached_workflows=1):
-        # Each new run takes the only cache slot from the one paused before it.
         for index in range(3):
             thread = unique(f"evicted-{index}")
             model = write_script(
@@ -148,7 +161,7 @@ async def test_evictions_from_a_one_run_cache_lose_nothing(client: Client, home:
             handle = await start_run(client, config, f"run {index}", model=model, thread_id=thread)
             assert (await settle(handle)).status == "awaiting_input"
             runs.append((thread, handle))
-        # Each answer brings its run back from history, evicting the one cached before it.
+    async with running_worker(client, config, max_cached_workflows=1):
         finals = []
         for index, (_, handle) in enumerate(runs):
             await handle.execute_update("reply", ReplyInput(answer=f"colour {index}"), result_type=RunView)
@@ -157,7 +170,10 @@ async def test_evictions_from_a_one_run_cache_lose_nothing(client: Client, home:
             await replay(client, handle)
 
     assert [(f.status, f.final_message) for f in finals] == [("completed", f"done {i}") for i in range(3)]
-    for index, (thread, _) in enumerate(runs):
+    for index, (thread, handle) in enumerate(runs):
         assert _answered(home, thread, f"colour {index}", f"done {index}")
         tools = [m["name"] for m in thread_state(home, thread)["messages"] if m["type"] == "tool"]
         assert tools == ["ask_clarification", "ls"], "every step the run took is in its committed state"
+        events = await history_events(handle)
+        assert await _threads_named(client, events) == {thread}
+        assert _failed_tasks(events) == [], "no workflow task failed (a stray command fails one)"
