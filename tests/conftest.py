@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -50,6 +51,39 @@ async def client(temporal_address: str) -> AsyncIterator[Client]:
     yield await Client.connect(
         temporal_address, data_converter=pydantic_data_converter, interceptors=[QueryReplayRetry()]
     )
+
+
+class _WorkflowTaskFailures(logging.Handler):
+    """What ``temporalio.worker._workflow_instance`` reports about workflow code going wrong: its errors, and
+    every failed activation (a nondeterminism error, an exception in workflow code, a stray command from an
+    orphaned run). The SDK retries a failed workflow task out of sight, so without this a swallowed
+    ``GeneratorExit`` or a nondeterminism error could pass a test."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        task_failure = getattr(record, "__temporal_error_identifier", None) == "WorkflowTaskFailure"
+        if record.levelno >= logging.ERROR or task_failure:
+            self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_workflow_task_failures(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test during which workflow code failed an activation (opt out: ``workflow_task_failures_expected``)."""
+    handler = _WorkflowTaskFailures()
+    logger = logging.getLogger("temporalio.worker._workflow_instance")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    if handler.records and request.node.get_closest_marker("workflow_task_failures_expected") is None:
+        reports = "\n".join(
+            f"{r.levelname}: {r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in handler.records
+        )
+        pytest.fail(f"workflow code failed while this test ran:\n{reports}")
 
 
 @pytest.fixture(scope="session")
