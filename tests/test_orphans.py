@@ -37,7 +37,9 @@ from tests.support import (
     write_script,
 )
 from tests.support.history import replay
+from workers.devserver import free_port
 from workers.payloads import client_for
+from workers.stack import Stack
 from workers.worker import build_worker
 from workers.worker_stop import cached_runs, running
 from workflows.contracts import THREAD_COMMIT, THREAD_LOAD, ThreadCommitInput, ThreadLoadInput
@@ -99,6 +101,23 @@ async def test_a_stopped_worker_leaves_no_cached_run_and_no_run_coroutine(
 
     assert cached_runs(worker) == []
     assert _live_run_coroutines() == [], "the paused run's coroutine ended with its worker"
+
+
+async def test_the_embedded_stack_leaves_no_cached_run_when_its_command_ends(
+    home: Path, collections_only_where_the_test_runs_them: None
+) -> None:
+    config = make_config(home, "unused", temporal={"address": None, "embedded_port": free_port(), "task_queue": "tq"})
+    async with Stack(config, ui=False, quiet=True) as stack:
+        assert stack.embedded and stack.worker is not None
+        worker = stack.worker
+        handle = await start_run(
+            client_for(stack.client, config), config, "go", model=write_script(home, [_ask("ask1"), answer("x")])
+        )
+        assert (await settle(handle)).status == "awaiting_input"
+        assert cached_runs(worker) != []
+
+    assert cached_runs(worker) == []
+    assert _live_run_coroutines() == []
 
 
 async def test_an_orphan_collected_inside_another_run_acts_for_nobody(

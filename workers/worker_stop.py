@@ -9,7 +9,7 @@ does then (a ``finally``, an ``await`` a swallowed exception leads to) resolves 
 owns that thread: its commands land in the other run's history.
 
 So every in-process worker is stopped through :func:`evict_cached_runs`: after the worker has shut down, each
-run still cached gets the eviction activation the SDK itself sends for a cache eviction (its tasks are
+run still cached gets the eviction activation Core sends when it evicts a run from a full cache (its tasks are
 cancelled and run to their end inside its own event loop, on a thread of its own), the instance is dropped, and
 a collection on the calling thread frees what is left, where no workflow runs. The history is not touched: the
 next worker replays the run from it, as after any eviction.
@@ -53,11 +53,12 @@ def cached_runs(worker: Worker) -> list[str]:
 async def evict_cached_runs(worker: Worker) -> list[str]:
     """Tear down every run a stopped worker still caches, then collect garbage here; returns their run ids.
 
-    A run whose teardown fails (it swallowed the cancellation and kept tasks alive) is logged as an error: it is
-    a bug in workflow code, and the run is dropped from the cache all the same."""
+    A worker that still runs is shut down first (one with cached runs has started, so its shutdown returns). A
+    run whose teardown fails (it swallowed the cancellation and kept tasks alive) is logged as an error: it is a
+    bug in workflow code, and the run is dropped from the cache all the same."""
     cache = _cache(worker)
     if cache and not worker.is_shutdown:
-        raise RuntimeError("evict_cached_runs needs a worker that has shut down")
+        await worker.shutdown()
     evicted = list(cache)
     for run_id in evicted:
         running_workflow = cache.pop(run_id)
