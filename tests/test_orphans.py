@@ -65,8 +65,16 @@ def collections_only_where_the_test_runs_them() -> Iterator[None]:
             gc.enable()
 
 
-def _live_run_coroutines() -> list[Any]:
-    return [o for o in gc.get_objects() if inspect.iscoroutine(o) and o.cr_code is RunWorkflow.run.__code__]
+def _live_run_coroutines(workflow_id: str) -> list[Any]:
+    """The suspended ``RunWorkflow.run`` coroutines of ``workflow_id`` still in memory."""
+    return [
+        o
+        for o in gc.get_objects()
+        if inspect.iscoroutine(o)
+        and o.cr_code is RunWorkflow.run.__code__
+        and o.cr_frame is not None
+        and o.cr_frame.f_locals["self"]._ctx.workflow_id == workflow_id
+    ]
 
 
 async def _threads_named(client: Client, events: list[Any]) -> set[str]:
@@ -98,9 +106,10 @@ async def test_a_stopped_worker_leaves_no_cached_run_and_no_run_coroutine(
         handle = await start_run(client, config, "go", model=write_script(home, [_ask("ask1"), answer("blue")]))
         assert (await settle(handle)).status == "awaiting_input"
         assert cached_runs(worker) == [(await handle.describe()).run_id]
+        assert len(_live_run_coroutines(handle.id)) == 1, "paused: its coroutine waits for the reply"
 
     assert cached_runs(worker) == []
-    assert _live_run_coroutines() == [], "the paused run's coroutine ended with its worker"
+    assert _live_run_coroutines(handle.id) == [], "the paused run's coroutine ended with its worker"
 
 
 async def test_the_embedded_stack_leaves_no_cached_run_when_its_command_ends(
@@ -117,7 +126,7 @@ async def test_the_embedded_stack_leaves_no_cached_run_when_its_command_ends(
         assert cached_runs(worker) != []
 
     assert cached_runs(worker) == []
-    assert _live_run_coroutines() == []
+    assert _live_run_coroutines(handle.id) == []
 
 
 async def test_an_orphan_collected_inside_another_run_acts_for_nobody(
