@@ -70,8 +70,8 @@ class _WorkflowTaskFailures(logging.Handler):
 
 
 @pytest.fixture(autouse=True)
-def no_workflow_task_failures(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Fail a test during which workflow code failed an activation (opt out: ``workflow_task_failures_expected``)."""
+def no_workflow_task_failures() -> Iterator[None]:
+    """Fail a test during which workflow code failed an activation."""
     handler = _WorkflowTaskFailures()
     logger = logging.getLogger("temporalio.worker._workflow_instance")
     logger.addHandler(handler)
@@ -79,7 +79,7 @@ def no_workflow_task_failures(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         logger.removeHandler(handler)
-    if handler.records and request.node.get_closest_marker("workflow_task_failures_expected") is None:
+    if handler.records:
         reports = "\n".join(
             f"{r.levelname}: {r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in handler.records
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
+from tests.conftest import _WorkflowTaskFailures
 from tests.support import (
     answer,
     calls,
@@ -95,6 +97,20 @@ def _answered(home: Path, thread_id: str, reply: str, final: str) -> bool:
     responses = [m["additional_kwargs"].get("human_input_response") for m in messages if m["type"] == "human"]
     answers = [r.get("value") for r in responses if r]
     return answers == [reply] and messages[-1]["type"] == "ai" and messages[-1]["content"] == final
+
+
+def test_the_suite_sees_failed_activations_and_errors_of_workflow_code() -> None:
+    """tests/conftest.py fails a test on these records of ``temporalio.worker._workflow_instance``; its other
+    warnings pass."""
+    handler = _WorkflowTaskFailures()
+    records = [
+        {"levelno": logging.WARNING, "msg": "Failed activation", "__temporal_error_identifier": "WorkflowTaskFailure"},
+        {"levelno": logging.ERROR, "msg": "Exception in default exception handler"},
+        {"levelno": logging.WARNING, "msg": "Workflow X has unfinished handlers"},
+    ]
+    for record in records:
+        handler.handle(logging.makeLogRecord(record))
+    assert [r.getMessage() for r in handler.records] == ["Failed activation", "Exception in default exception handler"]
 
 
 async def test_a_stopped_worker_leaves_no_cached_run_and_no_run_coroutine(
