@@ -53,11 +53,15 @@ async def client(temporal_address: str) -> AsyncIterator[Client]:
     )
 
 
+WATCHED_LOGGERS = ("temporalio.worker._workflow_instance", "workers.worker_stop")
+"""The SDK's workflow instances, and the teardown of runs a stopped worker still cached."""
+
+
 class _WorkflowTaskFailures(logging.Handler):
-    """What ``temporalio.worker._workflow_instance`` reports about workflow code going wrong: its errors, and
-    every failed activation (a nondeterminism error, an exception in workflow code, a stray command from an
-    orphaned run). The SDK retries a failed workflow task out of sight, so without this a swallowed
-    ``GeneratorExit`` or a nondeterminism error could pass a test."""
+    """What the watched loggers report about workflow code going wrong: their errors (a run that would not end
+    when evicted among them), and every failed activation (a nondeterminism error, an exception in workflow
+    code, a stray command from an orphaned run). The SDK retries a failed workflow task out of sight, so without
+    this a swallowed ``GeneratorExit`` or a nondeterminism error could pass a test."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -73,12 +77,14 @@ class _WorkflowTaskFailures(logging.Handler):
 def no_workflow_task_failures() -> Iterator[None]:
     """Fail a test during which workflow code failed an activation."""
     handler = _WorkflowTaskFailures()
-    logger = logging.getLogger("temporalio.worker._workflow_instance")
-    logger.addHandler(handler)
+    loggers = [logging.getLogger(name) for name in WATCHED_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(handler)
     try:
         yield
     finally:
-        logger.removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
     if handler.records:
         reports = "\n".join(
             f"{r.levelname}: {r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in handler.records

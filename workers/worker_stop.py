@@ -33,6 +33,10 @@ from temporalio.worker import Worker
 _log = logging.getLogger(__name__)
 
 EVICTION_MESSAGE = "hartflow: the worker stopped"
+TEARDOWN_SECONDS = 10.0
+"""How long a run may take to end once evicted (a well-behaved one takes milliseconds: its tasks are cancelled
+and it issues no command). The SDK's deadlock detector allows an activation 2 s; this is a bound for a loaded
+machine, after which the stop goes on and says which run would not end."""
 
 
 @contextlib.asynccontextmanager
@@ -67,7 +71,9 @@ async def evict_cached_runs(worker: Worker) -> list[str]:
             _log.error("run %s is deadlocked; its stopped worker cannot evict it", run_id)
             continue
         try:
-            await asyncio.to_thread(running_workflow.activate, _eviction(run_id))
+            await asyncio.wait_for(asyncio.to_thread(running_workflow.activate, _eviction(run_id)), TEARDOWN_SECONDS)
+        except TimeoutError:
+            _log.error("run %s was still running %s s after its stopped worker evicted it", run_id, TEARDOWN_SECONDS)
         except Exception:
             _log.exception("run %s did not end when its stopped worker evicted it", run_id)
     gc.collect()
