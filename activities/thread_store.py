@@ -3,7 +3,10 @@
 A commit is a compare-and-swap on a version number: the run passes the version it loaded, and a store whose
 version moved on (another run committed meanwhile) refuses with a non-retryable ``ThreadConflict``, so a
 commit never silently overwrites newer state. A retried commit (the worker died after writing but before
-reporting) recognises its own earlier write by ``(run_id, expected_version)`` and succeeds idempotently.
+reporting) recognises its own earlier write by ``(run_id, expected_version, state digest)`` and succeeds without
+writing again. Only identical content counts as a retry: a *different* commit of the same run on the same base
+(a stray copy of the run acting for it) is a conflict too, so nothing a run believes it committed can be
+missing from storage.
 
 Layout: each committed version is its own immutable object (``users/{u}/threads/{t}/state/v{N:010d}.json``),
 written **create-only** through :meth:`ObjectStore.put` with ``if_absent`` — an ``O_EXCL`` link on the
@@ -16,6 +19,7 @@ before this layout (``users/{u}/threads/{t}/state.json``) still loads, and its n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -123,7 +127,8 @@ class ObjectThreadStore(ThreadStore):
 
     def commit(self, thread: ThreadRef, state: ThreadState, *, expected_version: int, run_id: str) -> int:
         """Store ``state`` as version ``expected_version + 1`` if that version does not exist yet; return it."""
-        commit_id = {"run_id": run_id, "from_version": expected_version}
+        state_json = state.model_dump(mode="json")
+        commit_id = {"run_id": run_id, "from_version": expected_version, "state_digest": _state_digest(state_json)}
         new_version = expected_version + 1
         versions = self.versions(thread)
         stored = versions[-1] if versions else self._legacy_version(thread)
@@ -133,7 +138,7 @@ class ObjectThreadStore(ThreadStore):
             "version": new_version,
             "commit": commit_id,
             "committed_at": datetime.now(UTC).isoformat(),
-            "state": state.model_dump(mode="json"),
+            "state": state_json,
         }
         try:
             self.objects.put(
@@ -150,9 +155,15 @@ class ObjectThreadStore(ThreadStore):
     def _retried_or_conflict(self, thread: ThreadRef, commit_id: dict[str, Any], stored: int) -> int:
         new_version = int(commit_id["from_version"]) + 1
         if stored >= new_version:
-            mine = self._read(self._version_key(thread, new_version))
-            if mine is not None and mine.get("commit") == commit_id:
+            existing = self._read(self._version_key(thread, new_version))
+            if existing is not None and _same_commit(existing, commit_id):
                 return new_version
+            if existing is not None and _same_base(existing, commit_id):
+                raise ThreadConflictError(
+                    f"thread {thread.thread_id}: version {new_version} was already committed by run "
+                    f"{commit_id['run_id']} from version {commit_id['from_version']} with other content; "
+                    "refusing to take this different commit for a retry of it"
+                )
         raise ThreadConflictError(
             f"thread {thread.thread_id} is at version {stored}, but this commit was based on "
             f"version {commit_id['from_version']}: another run committed in between"
@@ -179,6 +190,26 @@ class ObjectThreadStore(ThreadStore):
             return None
         record: dict[str, Any] = json.loads(data)
         return record
+
+
+def _state_digest(state_json: Any) -> str:
+    """A digest of the state's JSON that does not depend on key order (a stored record is re-read from JSON)."""
+    canonical = json.dumps(state_json, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _same_base(record: dict[str, Any], commit_id: dict[str, Any]) -> bool:
+    """The stored version was written by the same run from the same base version."""
+    written = record.get("commit") or {}
+    return bool(
+        written.get("run_id") == commit_id["run_id"] and written.get("from_version") == commit_id["from_version"]
+    )
+
+
+def _same_commit(record: dict[str, Any], commit_id: dict[str, Any]) -> bool:
+    """The stored version is this very commit: same run, same base, same state (a retry of it). The digest is
+    taken from the stored state itself, so records written before digests were kept compare too."""
+    return _same_base(record, commit_id) and _state_digest(record.get("state")) == commit_id["state_digest"]
 
 
 class FilesystemThreadStore(ObjectThreadStore):

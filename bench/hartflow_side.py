@@ -24,6 +24,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from workers.config import HartflowConfig, load_config
 from workers.worker import build_worker
+from workers.worker_stop import running
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
 
@@ -73,7 +74,7 @@ def bench_config(
 
 @contextlib.asynccontextmanager
 async def in_process_worker(client: Client, config: HartflowConfig) -> AsyncIterator[None]:
-    async with build_worker(client, config):
+    async with running(build_worker(client, config)):
         yield
 
 

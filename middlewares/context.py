@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import random as random_module
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 from vocabulary.contracts import ThreadRef
 
@@ -36,6 +37,18 @@ class ActivityOptions:
     retry: RetryPolicy | None = None
     local: bool = False
     """Local activities cost ~1 history event instead of ~6: use them for short idempotent I/O."""
+
+
+async def best_effort(call: Awaitable[T]) -> T | ActivityError:
+    """Await an activity call whose failure the hook survives (it falls back, logs, goes on): a failed call's
+    ``ActivityError`` comes back as the value. A cancellation is re-raised, never returned: the activity was
+    cancelled because its run was, and the run must end cancelled (with after_agent), not carry on."""
+    try:
+        return await call
+    except ActivityError as error:
+        if is_cancelled_exception(error):
+            raise
+        return error
 
 
 @dataclass

@@ -40,7 +40,7 @@ from middlewares._messages import (
     is_dynamic_context_reminder,
 )
 from middlewares.base import Middleware
-from middlewares.context import ActivityOptions, RunContext
+from middlewares.context import ActivityOptions, RunContext, best_effort
 from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput
 from vocabulary.messages import message_text
 from vocabulary.state import StateUpdate, ThreadState
@@ -134,11 +134,13 @@ class DynamicContextMiddleware(Middleware):
             return {"messages": id_swap(target, today, None)}
         memory: str | None = None
         if self.config.memory_injection_enabled:
-            try:
-                memory = await self._load_memory(ctx)
-            except ActivityError as exc:
-                logger.warning("DynamicContext: memory not loaded (%s); nothing injected this run", exc.cause or exc)
+            loaded = await best_effort(self._load_memory(ctx))
+            if isinstance(loaded, ActivityError):
+                logger.warning(
+                    "DynamicContext: memory not loaded (%s); nothing injected this run", loaded.cause or loaded
+                )
                 return None
+            memory = loaded
         logger.info("DynamicContext: date%s injected on message %s", " and memory" if memory else "", target.id)
         return {"messages": id_swap(target, today, memory)}
 

@@ -33,6 +33,7 @@ worker's ``max_concurrent_activities`` or a task-queue rate limit bounds in-flig
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -46,7 +47,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from middlewares.context import ActivityOptions
+from middlewares.context import ActivityOptions, best_effort
 from vocabulary.breaker import BreakerReport, Outcome
 from vocabulary.contracts import (
     LLM_BREAKER_CHECK,
@@ -233,7 +234,8 @@ class LLMErrorHandlingMiddleware(Middleware):
             else:
                 await self._release_probe(request, holder, admission)
             return fallback_message(failure)
-        except BaseException:
+        except (Exception, asyncio.CancelledError):
+            # Never wider: an eviction or a collected orphan (BaseExceptions) must end the run untouched.
             await self._release_probe(request, holder, admission)
             raise
         if admission.report_success:
@@ -247,20 +249,20 @@ class LLMErrorHandlingMiddleware(Middleware):
         lease = ctx.settings.model_call.timeout_seconds * call.retry_max_attempts + (
             call.retry_cap_delay_ms / 1000 * (call.retry_max_attempts - 1)
         )
-        try:
-            return await ctx.call(
+        admission = await best_effort(
+            ctx.call(
                 LLM_BREAKER_CHECK,
                 BreakerCheckInput(request.model, holder, lease),
                 result_type=BreakerCheckResult,
                 summary="LLMErrorHandling.wrap_model_call · circuit check",
                 options=_CHECK_OPTIONS,
             )
-        except ActivityError as error:
-            if is_cancelled_exception(error):
-                raise
+        )
+        if isinstance(admission, ActivityError):
             # A breaker that cannot be consulted must not stop model calls.
-            logger.warning("circuit breaker check failed, admitting the call: %s", error)
+            logger.warning("circuit breaker check failed, admitting the call: %s", admission)
             return BreakerCheckResult(admitted=True)
+        return admission
 
     async def _release_probe(self, request: ModelRequest, holder: str, admission: BreakerCheckResult) -> None:
         if admission.probe:
@@ -269,14 +271,15 @@ class LLMErrorHandlingMiddleware(Middleware):
     async def _report(self, request: ModelRequest, holder: str, outcome: Outcome) -> None:
         breaker = self.config.circuit_breaker
         report = BreakerReport(outcome, holder, breaker.failure_threshold, breaker.recovery_timeout_sec)
-        try:
-            await request.ctx.call(
+        reported = await best_effort(
+            request.ctx.call(
                 LLM_BREAKER_REPORT,
                 BreakerReportInput(request.model, report),
                 result_type=type(None),
                 summary=f"LLMErrorHandling.wrap_model_call · circuit report {outcome}",
                 options=_REPORT_OPTIONS,
             )
-        except ActivityError as error:
+        )
+        if isinstance(reported, ActivityError):
             # A lost report costs one count (or a probe until its lease ends), never the run.
-            logger.warning("circuit breaker report %s failed: %s", outcome, error)
+            logger.warning("circuit breaker report %s failed: %s", outcome, reported)

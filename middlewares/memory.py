@@ -22,12 +22,12 @@ from datetime import timedelta
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError
 
 from middlewares._logging import hook_logger
 from middlewares._messages import HIDE_FROM_UI_KEY, is_human_input_response
 from middlewares.base import Middleware
-from middlewares.context import ActivityOptions, RunContext
+from middlewares.context import ActivityOptions, RunContext, best_effort
 from vocabulary.contracts import MEMORY_ENQUEUE, MemoryEnqueueInput, MemoryItem, MemoryUpdateSettings
 from vocabulary.state import StateUpdate, ThreadState
 
@@ -103,17 +103,16 @@ class MemoryMiddleware(Middleware):
             max_facts=self.config.max_facts,
         )
         item = MemoryItem(f"{ctx.workflow_id}/{ctx.run_id}", ctx.thread_id, conversation, settings)
-        try:
-            await ctx.call(
+        queued = await best_effort(
+            ctx.call(
                 MEMORY_ENQUEUE,
                 MemoryEnqueueInput(ctx.user_id, item),
                 result_type=type(None),
                 summary=f"Memory.after_agent · enqueue {len(conversation)} messages",
                 options=_ENQUEUE_OPTIONS,
             )
-        except ActivityError as error:
-            if is_cancelled_exception(error):
-                raise
+        )
+        if isinstance(queued, ActivityError):
             # Memory is best-effort, as in DeerFlow: the next run of the thread queues the whole conversation again.
-            logger.warning("memory not queued for thread %s: %s", ctx.thread_id, error.cause or error)
+            logger.warning("memory not queued for thread %s: %s", ctx.thread_id, queued.cause or queued)
         return None

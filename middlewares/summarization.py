@@ -26,7 +26,7 @@ from typing import Literal
 
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError
 
 from middlewares._compaction import DEFAULT_MESSAGES_TO_KEEP, plan_compaction
 from middlewares._logging import hook_logger
@@ -34,7 +34,7 @@ from middlewares._messages import SUMMARY_MESSAGE_NAME
 from middlewares._model_call import call_model
 from middlewares._summary_prompt import CANNED_SUMMARIES, summary_prompt
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from middlewares.context import RunContext
+from middlewares.context import RunContext, best_effort
 from vocabulary.messages import REMOVE_ALL_MESSAGES, message_text
 from vocabulary.state import StateUpdate, ThreadState
 
@@ -127,13 +127,10 @@ class SummarizationMiddleware(Middleware):
         """The first non-blank summary of the candidate models, or ``None`` when every candidate failed."""
         candidates = list(dict.fromkeys([self.config.model or ctx.model, ctx.model]))
         for spec in candidates:
-            try:
-                label = f"Summarization.before_model · summarize {count} messages"
-                reply = await call_model(ctx, spec, prompt, purpose="summarization", summary=label)
-            except ActivityError as error:
-                if is_cancelled_exception(error):
-                    raise
-                logger.warning("summary with %s failed: %s", spec, error.cause or error)
+            label = f"Summarization.before_model · summarize {count} messages"
+            reply = await best_effort(call_model(ctx, spec, prompt, purpose="summarization", summary=label))
+            if isinstance(reply, ActivityError):
+                logger.warning("summary with %s failed: %s", spec, reply.cause or reply)
                 continue
             text = message_text(reply).strip()
             if text:

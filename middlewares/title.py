@@ -18,13 +18,13 @@ from collections.abc import Sequence
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError
 
 from middlewares._logging import hook_logger
 from middlewares._messages import ORIGINAL_USER_CONTENT_KEY, is_dynamic_context_reminder
 from middlewares._model_call import call_model
 from middlewares.base import Middleware
-from middlewares.context import RunContext
+from middlewares.context import RunContext, best_effort
 from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
@@ -136,11 +136,10 @@ class TitleMiddleware(Middleware):
         return {"title": fallback_title(user_text(state), self.config)}
 
     async def _generate(self, prompt: str, model: str, ctx: RunContext) -> str | None:
-        try:
-            reply = await call_model(ctx, model, prompt, purpose="title", summary="Title.after_model · generate title")
-        except ActivityError as error:
-            if is_cancelled_exception(error):
-                raise
-            logger.warning("title generation with %s failed, using the fallback: %s", model, error.cause or error)
+        reply = await best_effort(
+            call_model(ctx, model, prompt, purpose="title", summary="Title.after_model · generate title")
+        )
+        if isinstance(reply, ActivityError):
+            logger.warning("title generation with %s failed, using the fallback: %s", model, reply.cause or reply)
             return None
         return parse_title(reply.content, self.config) or None

@@ -30,7 +30,7 @@ from temporalio.exceptions import ActivityError
 
 from middlewares._tool_output_synopsis import render_tool_output_preview
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
-from middlewares.context import ActivityOptions
+from middlewares.context import ActivityOptions, best_effort
 from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR
 
@@ -231,15 +231,16 @@ class ToolOutputBudgetMiddleware(Middleware):
         path = f"{VIRTUAL_OUTPUTS_DIR}/{self.config.storage_subdir}/{externalized_filename(tool, call_id, text)}"
         # Never acquire a sandbox just to save output: use the one this run's tools already have, if any.
         sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
-        try:
-            result = await ctx.call(
+        result = await best_effort(
+            ctx.call(
                 TOOL_OUTPUT_EXTERNALIZE,
                 ExternalizeInput(ctx.thread, sandbox_id, path, text),
                 result_type=ExternalizeResult,
                 summary=f"ToolOutputBudget.wrap_tool_call · save {tool} output",
                 options=_EXTERNALIZE_OPTIONS,
             )
-        except ActivityError:
+        )
+        if isinstance(result, ActivityError):
             return None  # DeerFlow: every storage failure falls back to truncation
         return path if result.saved else None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -47,6 +48,45 @@ def temporal_address() -> Iterator[str]:
 @pytest.fixture(scope="session")
 async def client(temporal_address: str) -> AsyncIterator[Client]:
     yield await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+
+
+WATCHED_LOGGERS = ("temporalio.worker._workflow_instance", "workers.worker_stop")
+"""The SDK's workflow instances, and the teardown of runs a stopped worker still cached."""
+
+
+class _WorkflowTaskFailures(logging.Handler):
+    """What the watched loggers report about workflow code going wrong: their errors (a run that would not end
+    when evicted among them), and every failed activation (a nondeterminism error, an exception in workflow
+    code, a stray command from an orphaned run). The SDK retries a failed workflow task out of sight, so without
+    this a swallowed ``GeneratorExit`` or a nondeterminism error could pass a test."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        task_failure = getattr(record, "__temporal_error_identifier", None) == "WorkflowTaskFailure"
+        if record.levelno >= logging.ERROR or task_failure:
+            self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_workflow_task_failures() -> Iterator[None]:
+    """Fail a test during which workflow code failed an activation."""
+    handler = _WorkflowTaskFailures()
+    loggers = [logging.getLogger(name) for name in WATCHED_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+    if handler.records:
+        reports = "\n".join(
+            f"{r.levelname}: {r.getMessage()} {r.exc_info[1] if r.exc_info else ''}" for r in handler.records
+        )
+        pytest.fail(f"workflow code failed while this test ran:\n{reports}")
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,8 @@ from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Worker
 
+from workers.worker_stop import running
+
 with workflow.unsafe.imports_passed_through():
     from workers.devserver import (
         DevServer,
@@ -121,7 +123,7 @@ def test_ui_answers(server: DevServer) -> None:
 async def test_waiting_workflow_survives_restart(server: DevServer) -> None:
     task_queue = f"devserver-{uuid.uuid4()}"
     client = await Client.connect(server.address)
-    async with Worker(client, task_queue=task_queue, workflows=[WaitForSignal]):
+    async with running(Worker(client, task_queue=task_queue, workflows=[WaitForSignal])):
         handle = await client.start_workflow(
             WaitForSignal.run, id=f"wait-{uuid.uuid4()}", task_queue=task_queue
         )
@@ -137,7 +139,7 @@ async def test_waiting_workflow_survives_restart(server: DevServer) -> None:
     client = await Client.connect(server.address)
     handle = client.get_workflow_handle_for(WaitForSignal.run, handle.id)
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    async with Worker(client, task_queue=task_queue, workflows=[WaitForSignal]):
+    async with running(Worker(client, task_queue=task_queue, workflows=[WaitForSignal])):
         await handle.signal(WaitForSignal.finish, "approve")
         assert await asyncio.wait_for(handle.result(), timeout=15) == "finished with approve"
 

@@ -54,6 +54,7 @@ from tests.support import (
 from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput, ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState, apply_update
 from workers.worker import build_worker
+from workers.worker_stop import running
 from workflows import search_attributes as sa
 
 TODAY = "2026-01-02, Friday"  # StubRunContext.NOW is 2026-01-02 03:04:05 UTC
@@ -290,7 +291,7 @@ async def test_the_id_swap_across_two_days_keeps_the_system_prompt_identical(
     handles = []
     # Time moves only when the test says so: waiting for a result would otherwise skip years ahead.
     with env.auto_time_skipping_disabled():
-        async with build_worker(env.client, config):
+        async with running(build_worker(env.client, config)):
             for text, delay in (("day one", timedelta(0)), ("same day", timedelta(0)), ("next day", timedelta(days=1))):
                 await env.sleep(delay)
                 model = write_script(home, [answer(f"re: {text}")])

@@ -179,6 +179,26 @@ async def test_transient_errors_are_retried_by_temporal_and_reported_as_progress
     assert [s.workflow_execution_signaled_event_attributes.signal_name for s in signals] == ["llm_retry"] * 2
 
 
+async def test_an_empty_generations_index_error_is_transient_retried_then_the_unavailable_fallback(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = llm_config(home, temporal_address)
+    empty = {"error": {"type": "IndexError", "message": "list index out of range"}, "times": 3}
+    model = write_script(home, [empty])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "hello", model=model)
+        view = await settle(handle)
+        events = await history_events(handle)
+        retries = await llm_retry_events(handle)
+
+    assert (view.status, view.final_message) == ("error", UNAVAILABLE_TEXT)
+    [started] = model_attempts(events)
+    assert started.activity_task_started_event_attributes.attempt == 3, "retried as transient, then exhausted"
+    assert [(r["attempt"], r["reason"]) for r in retries] == [(1, "transient"), (2, "transient")]
+    fallback = ai_messages(home, handle)[-1]["additional_kwargs"]
+    assert (fallback["error_type"], fallback["error_reason"]) == ("IndexError", "transient")
+
+
 async def test_retry_after_is_honoured_as_the_next_retry_delay(
     client: Client, home: Path, temporal_address: str
 ) -> None:

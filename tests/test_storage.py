@@ -90,6 +90,44 @@ def test_commit_is_a_compare_and_swap_and_a_retried_commit_is_idempotent(objects
     assert _texts(store, thread) == [f"v{newest}"]
 
 
+def test_a_retried_commit_writes_nothing_and_a_different_commit_on_the_same_base_is_a_conflict(
+    objects: ObjectStore,
+) -> None:
+    """Same run, same base version: only the same state is a retry. A different state is what a stray copy of the
+    run (an orphaned coroutine acting for it) would write first; the run's real commit must not be taken for a
+    retry of it, or the run would report success while its reply and answer were never stored."""
+    store, thread = ObjectThreadStore(objects), ThreadRef("default", unique("t"))
+    store.commit(thread, _state("base"), expected_version=0, run_id="run-a")
+    assert store.commit(thread, _state("paused"), expected_version=1, run_id="run-a") == 2
+    written = store.record(thread)
+
+    assert store.commit(thread, _state("paused"), expected_version=1, run_id="run-a") == 2
+    assert store.versions(thread) == [1, 2] and store.record(thread) == written, "the retry wrote nothing"
+
+    with pytest.raises(ThreadConflictError, match="already committed by run run-a from version 1 with other content"):
+        store.commit(thread, _state("answered"), expected_version=1, run_id="run-a")
+    with pytest.raises(ApplicationError) as raised:
+        ActivityEnvironment().run(
+            ThreadStoreActivities(store).commit, ThreadCommitInput(thread, _state("answered"), 1, "run-a")
+        )
+    assert (raised.value.type, raised.value.non_retryable) == ("ThreadConflict", True)
+    assert store.versions(thread) == [1, 2] and store.record(thread) == written
+
+
+def test_a_version_stored_before_state_digests_is_still_recognised_by_its_state(objects: ObjectStore) -> None:
+    store, thread = ObjectThreadStore(objects), ThreadRef("default", unique("t"))
+    record = {
+        "version": 1,
+        "commit": {"run_id": "run-a", "from_version": 0},
+        "state": _state("one").model_dump(mode="json"),
+    }
+    objects.put(f"{store.thread_prefix(thread)}state/v{1:010d}.json", json.dumps(record).encode())
+    assert store.commit(thread, _state("one"), expected_version=0, run_id="run-a") == 1
+    with pytest.raises(ThreadConflictError, match="with other content"):
+        store.commit(thread, _state("two"), expected_version=0, run_id="run-a")
+    assert store.versions(thread) == [1] and _texts(store, thread) == ["one"]
+
+
 def test_the_conflict_is_a_non_retryable_activity_error_and_storage_is_not_touched(objects: ObjectStore) -> None:
     store, thread = ObjectThreadStore(objects), ThreadRef("default", unique("t"))
     store.commit(thread, _state("winner"), expected_version=0, run_id="run-a")
@@ -398,8 +436,7 @@ async def test_s3_down_across_a_tool_call_and_the_next_model_call_waits_without_
     thread = unique("outage-tool")
     gate, runs = tmp_path / "tool-may-finish", tmp_path / "tool-runs"
     command = (
-        f"echo run >> {runs}; while [ ! -f {gate} ]; do sleep 0.05; done; "
-        "echo made > /mnt/user-data/outputs/made.txt"
+        f"echo run >> {runs}; while [ ! -f {gate} ]; do sleep 0.05; done; echo made > /mnt/user-data/outputs/made.txt"
     )
     model = write_script(tmp_path, [calls(tool_call("bash", command=command)), answer("Made it.")])
     async with running_worker(client, config):
@@ -445,4 +482,3 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
     events = [e async for e in handle.fetch_history_events()]
     # No model attempt was spent on the outage.
     assert [attempt for _, attempt, _ in completed_attempts(events, "model.invoke")] == [1, 1]
-

@@ -31,6 +31,12 @@ FORBIDDEN_CALLS = {
 """Wall clock, random ids and numbers, files and the terminal: use ``ctx.now()``, ``ctx.uuid()``,
 ``ctx.random()``, ``workflow.sleep``/timers and activities instead."""
 
+FORBIDDEN_CATCHES = {"BaseException", "GeneratorExit"}
+"""Exceptions workflow code never catches (nor with a bare ``except:`` or ``suppress``): the SDK ends a run with
+BaseExceptions (eviction, ``GeneratorExit`` when an orphaned coroutine is collected), and a run that swallowed
+one would go on issuing commands in whichever run owns the thread then. Catch ``Exception``, and
+``asyncio.CancelledError`` where cancellation is the compensation path."""
+
 
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Name):
@@ -40,10 +46,22 @@ def _dotted(node: ast.AST) -> str:
     return ""
 
 
+def _caught(node: ast.expr | None) -> list[str]:
+    """The forbidden exception names an ``except`` clause (or ``suppress(...)`` argument) names."""
+    if node is None:
+        return ["everything (bare except)"]
+    if isinstance(node, ast.Tuple):
+        return [name for element in node.elts for name in _caught(element)]
+    name = _dotted(node).rsplit(".", 1)[-1]
+    return [name] if name in FORBIDDEN_CATCHES else []
+
+
 def _violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[str] = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler):
+            found += [f"{path.name}:{node.lineno} catches {name}" for name in _caught(node.type)]
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -55,12 +73,33 @@ def _violations(path: Path) -> list[str]:
             called = _dotted(node.func)
             if called in FORBIDDEN_CALLS or any(called.endswith("." + name) for name in FORBIDDEN_CALLS if "." in name):
                 found.append(f"{path.name}:{node.lineno} calls {called}")
+            if called.rsplit(".", 1)[-1] == "suppress":
+                found += [f"{path.name}:{node.lineno} catches {name}" for arg in node.args for name in _caught(arg)]
     return found
 
 
 @pytest.mark.parametrize("path", WORKFLOW_SOURCES, ids=[str(p.relative_to(REPO)) for p in WORKFLOW_SOURCES])
 def test_workflow_code_has_no_io_or_nondeterminism(path: Path) -> None:
     assert _violations(path) == []
+
+
+def test_the_check_refuses_catching_what_ends_a_run(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "import asyncio, contextlib\n"
+        "async def f():\n"
+        "    try:\n        await g()\n    except BaseException:\n        pass\n"
+        "    try:\n        await g()\n    except:\n        pass\n"
+        "    try:\n        await g()\n    except (ValueError, builtins.GeneratorExit):\n        pass\n"
+        "    with contextlib.suppress(BaseException):\n        await g()\n"
+        "    try:\n        await g()\n    except (Exception, asyncio.CancelledError):\n        raise\n"
+    )
+    assert _violations(bad) == [
+        "bad.py:5 catches BaseException",
+        "bad.py:9 catches everything (bare except)",
+        "bad.py:13 catches GeneratorExit",
+        "bad.py:15 catches BaseException",
+    ]
 
 
 def test_the_check_catches_what_it_is_meant_to_catch(tmp_path: Path) -> None:

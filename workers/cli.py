@@ -36,6 +36,7 @@ from temporalio.common import (
 )
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
 
 from activities.paths import InvalidIdError, validate_thread_id, validate_user_id
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
@@ -56,6 +57,7 @@ from workers.models import ModelSelectionError, check_worker_models, select_mode
 from workers.run_reader import RunClosed, RunReader, first_run_id, query_open
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
+from workers.worker_stop import evict_cached_runs
 from workflows import search_attributes as sa
 from workflows.run import (
     PROGRESS_TOPIC,
@@ -654,7 +656,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
             f"worker polling task queue '{config.temporal.task_queue}' on {where} (Ctrl-C to stop)",
             file=sys.stderr,
         )
-        await _run_until_signalled(worker.run(), worker.shutdown)
+        await _run_until_signalled(worker)
     return EXIT_OK
 
 
@@ -669,24 +671,26 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         print(f"Temporal dev server on {stack.server.address if stack.server else '?'}", file=sys.stderr)
         print(f"Web UI: {stack.ui_base}", flush=True)
         print("Ctrl-C to stop.", file=sys.stderr, flush=True)
-        await _run_until_signalled(worker.run(), worker.shutdown)
+        await _run_until_signalled(worker)
     return EXIT_OK
 
 
-async def _run_until_signalled(
-    work: Coroutine[Any, Any, None], shutdown: Callable[[], Coroutine[Any, Any, None]]
-) -> None:
+async def _run_until_signalled(worker: Worker) -> None:
+    """Run ``worker`` until SIGINT or SIGTERM, then stop it leaving no cached run behind."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    task = asyncio.create_task(work)
+    task = asyncio.create_task(worker.run())
     stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    if not task.done():
-        await shutdown()
-    stopper.cancel()
-    await task
+    try:
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await worker.shutdown()
+        stopper.cancel()
+        await task
+    finally:
+        await evict_cached_runs(worker)
 
 
 async def cmd_sandboxes(args: argparse.Namespace) -> int:

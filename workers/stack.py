@@ -33,6 +33,7 @@ from temporalio.worker import Worker
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, ensure_search_attributes, port_answers
 from workers.worker import GRACEFUL_SHUTDOWN, build_worker, connect
+from workers.worker_stop import evict_cached_runs
 
 EMBEDDED_HOST = "127.0.0.1"
 OWNER_FILE = "temporal.owner.json"
@@ -147,6 +148,9 @@ class Stack:
                     stopping.result()
                 with contextlib.suppress(BaseException):
                     await self._worker_task
+                # No cached run may outlive its worker as an orphan coroutine (workers/worker_stop.py). After an
+                # interrupted shutdown that timed out the process is about to exit, which ends them all.
+                await evict_cached_runs(self.worker)
             self.worker = None
         if self.server is not None:
             await asyncio.to_thread(self.server.stop)

@@ -235,12 +235,15 @@ class RunWorkflow:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
         await self._start(input)
         self._sync_search_attributes()
-        failure: BaseException | None = None
+        failure: Exception | asyncio.CancelledError | None = None
         try:
             if input.carried is None:
                 self._state = (await dispatcher.before_agent(self._state)).state
             await self._loop(dispatcher)
-        except BaseException as exc:  # cancellation too: after_agent is the compensation
+        except (Exception, asyncio.CancelledError) as exc:
+            # A failure or a cancellation: after_agent is the compensation. Nothing wider: the SDK tears a run
+            # down with BaseExceptions (eviction, GeneratorExit when an orphaned coroutine is collected), and a
+            # run that swallowed one would go on issuing commands in whichever run owns the thread then.
             failure = exc
         if failure is None and self._continue_as_new_requested:
             # Release the stream's waiting subscribers (new ones retry until the continued run answers).
@@ -371,7 +374,7 @@ class RunWorkflow:
                     interrupt = interrupt or result.interrupt
                 elif not isinstance(result, BaseException):
                     self._apply({"messages": [result]})
-            failed = next((r for r in results if isinstance(r, BaseException)), None)
+            failed = _first_failure(results)
             if failed is not None:
                 raise failed
 
@@ -671,7 +674,7 @@ class RunWorkflow:
         )
         self._version = result.version
 
-    async def _finish(self, failure: BaseException | None) -> RunView:
+    async def _finish(self, failure: Exception | asyncio.CancelledError | None) -> RunView:
         ai = last_ai_message(self._state.messages)
         if self._final_message is None and ai is not None and not ai.tool_calls:
             self._final_message = message_text(ai)
@@ -807,6 +810,14 @@ class RunWorkflow:
 
 def _is_cancellation(exc: BaseException) -> bool:
     return is_cancelled_exception(exc)
+
+
+def _first_failure(results: list[Any]) -> BaseException | None:
+    """The failure to raise from a turn's tool calls: a teardown (cancellation, eviction) before any ordinary
+    failure, so an ordinary error of one call never masks the end of the run; ``None`` when all succeeded."""
+    failures = [result for result in results if isinstance(result, BaseException)]
+    teardown = [failure for failure in failures if not isinstance(failure, Exception)]
+    return next(iter(teardown or failures), None)
 
 
 def message_problem(message: str, limit: int) -> str | None:

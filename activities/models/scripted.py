@@ -143,6 +143,11 @@ _ERROR_CLASSES: dict[str, type[ScriptedProviderError]] = {
 }
 
 
+_BUILTIN_BASES: dict[str, tuple[type[Exception], ...]] = {"IndexError": (IndexError,)}
+"""Names a provider path raises as a Python builtin, which a scripted error of that name therefore is too:
+langchain raises ``IndexError`` when a provider answers with an empty ``generations`` list."""
+
+
 def provider_error_class(name: str) -> type[ScriptedProviderError]:
     """The error class called ``name``, created on first use so scripts can name any SDK error class.
 
@@ -152,7 +157,8 @@ def provider_error_class(name: str) -> type[ScriptedProviderError]:
     """
     cls = _ERROR_CLASSES.get(name)
     if cls is None:
-        created = type(name, (ScriptedProviderError,), {"__module__": __name__})
+        bases: tuple[type, ...] = (ScriptedProviderError, *_BUILTIN_BASES.get(name, ()))
+        created = type(name, bases, {"__module__": __name__})
         cls = cast("type[ScriptedProviderError]", created)
         _ERROR_CLASSES[name] = cls
     return cls

@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workers.config import HartflowConfig, load_config
     from workers.payloads import client_for
     from workers.worker import build_worker
+    from workers.worker_stop import running
     from workflows import search_attributes as sa
     from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
 
@@ -95,9 +96,9 @@ def ask_clarification(
 
 @contextlib.asynccontextmanager
 async def running_worker(client: Client, config: HartflowConfig, **options: Any) -> AsyncIterator[None]:
-    """A worker for ``config`` on ``client``'s connection, with ``config``'s converter (its claim check)."""
-    worker = build_worker(client_for(client, config), config, **options)
-    async with worker:
+    """A worker for ``config`` on ``client``'s connection, with ``config``'s converter (its claim check). It stops
+    as every in-process worker does: no run it cached outlives it (``workers/worker_stop.py``)."""
+    async with running(build_worker(client_for(client, config), config, **options)):
         yield
 
 

@@ -14,9 +14,11 @@ from google.protobuf.message import Message
 from langchain_core.messages import messages_from_dict
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
 
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from workers.worker import WORKFLOWS, workflow_runner
 
 
 async def chain_histories(client: Client, workflow_id: str, first_run_id: str) -> list[list[Any]]:
@@ -117,3 +119,12 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
         bodies.update(ref.bodies)
         manifest = ref.digest
         call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))
+
+
+async def replay(client: Client, handle: WorkflowHandle[Any, Any]) -> None:
+    """Replay the history of ``handle``'s run against the current workflow code, with ``client``'s converter;
+    raises on any nondeterminism."""
+    replayer = Replayer(
+        workflows=list(WORKFLOWS), data_converter=client.data_converter, workflow_runner=workflow_runner()
+    )
+    await replayer.replay_workflow(await handle.fetch_history())
