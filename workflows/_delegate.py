@@ -1,0 +1,110 @@
+"""Subagent delegation: the ``task`` tool runs a subagent as a child workflow (``HartflowSubagent``) of the run.
+
+A mixin of the run workflow (``workflows/run.py``). The child is visible under its run in the Web UI, cancelled
+with it (its cancellation reaches the child; so does closing the run), and timed out after
+``run.subagents.timeout_seconds``. Its answer, failure or timeout comes back as the task result.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from langchain_core.messages import ToolMessage
+
+from middlewares.base import ToolCallRequest
+from vocabulary.delegation import SUBAGENT_STATUS_KEY, task_result_message
+from workflows._run_io import RunInput, RunView
+from workflows._visibility import RunVisibility
+from workflows.delegation import (
+    SUBAGENT_WORKFLOW_NAME,
+    SubagentTask,
+    UnknownSubagentTypeError,
+    child_workflow_id,
+    finished_child_message,
+    interrupted_child_message,
+    subagent_task,
+)
+
+
+class RunDelegation(RunVisibility):
+    """Answers ``task`` calls by running subagents; the running ones show in the run's current details."""
+
+    async def _delegate(self, request: ToolCallRequest) -> ToolMessage:
+        """The ``task`` tool: start the subagent, wait for it, and report it started and finished."""
+        ctx = self._ctx
+        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
+        if sandbox_id is None:
+            ctx.sandbox_unreported = True  # the child may acquire the thread's sandbox; it never reports the id
+        try:
+            task, prompt, max_turns = subagent_task(
+                request.tool_call, ctx.settings.subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id
+            )
+        except UnknownSubagentTypeError as exc:
+            return task_result_message(request.call_id, "failed", error=str(exc), message_id=ctx.uuid())
+        child_id = child_workflow_id(ctx.workflow_id, request.call_id)
+        self._running_subagents[child_id] = task.description
+        self._update_details()
+        ctx.emit("subagent_started", call_id=request.call_id, workflow_id=child_id, description=task.description)
+        try:
+            result = await self._run_subagent(request, task, prompt, max_turns, child_id)
+        finally:
+            self._running_subagents.pop(child_id, None)
+            self._update_details()
+        status = result.additional_kwargs.get(SUBAGENT_STATUS_KEY)
+        ctx.emit(
+            "subagent_finished",
+            call_id=request.call_id,
+            workflow_id=child_id,
+            description=task.description,
+            status=status,
+        )
+        return result
+
+    async def _run_subagent(
+        self, request: ToolCallRequest, task: SubagentTask, prompt: str, max_turns: int, child_id: str
+    ) -> ToolMessage:
+        """The child workflow, run to its end: its view, or its interruption, as the task result."""
+        ctx = self._ctx
+        subagents = ctx.settings.subagents
+        model = subagents.model or ctx.model
+        settings = ctx.settings.model_copy(
+            update={"recursion_limit": max_turns, "subagent_enabled": False, "non_interactive": True}
+        )
+        try:
+            view = await workflow.execute_child_workflow(
+                SUBAGENT_WORKFLOW_NAME,
+                RunInput(
+                    thread_id=ctx.thread_id,
+                    message=prompt,
+                    model=model,
+                    user_id=ctx.user_id,
+                    settings=settings,
+                    subagent=task,
+                ),
+                id=child_id,
+                result_type=RunView,
+                parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+                execution_timeout=timedelta(seconds=subagents.timeout_seconds),
+                static_summary=f"subagent {task.subagent_type} · {task.description}",
+            )
+        except ChildWorkflowError as exc:
+            interrupted = interrupted_child_message(
+                request.call_id, exc, message_id=ctx.uuid(), timeout_seconds=subagents.timeout_seconds
+            )
+            # A cancelled lead run cancels its children too: that must stay a cancellation, not a result.
+            if interrupted is None or workflow.cancellation_reason() is not None:
+                raise
+            return interrupted
+        return finished_child_message(
+            request.call_id,
+            message_id=ctx.uuid(),
+            status=view.status,
+            final_message=view.final_message,
+            stop_reason=view.stop_reason,
+            model_name=model,
+            usage=view.usage,
+        )
