@@ -1,0 +1,115 @@
+"""Finding a thread's run and following it until it settles (waits for input or ends)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from workers import progress
+from workers.cli._common import (
+    BadInput,
+)
+from workers.config import open_object_store
+from workers.run_reader import RunReader
+from workers.stack import Stack
+from workflows.run import (
+    PROGRESS_TOPIC,
+    RunView,
+    workflow_id_for,
+)
+
+_FOLLOW_GRACE_SECONDS = 10.0
+
+
+def reader_of(stack: Stack) -> RunReader:
+    return RunReader(stack.client, open_object_store(stack.config), stack.config.user_id)
+
+
+def archived_events(reader: RunReader, thread_id: str, workflow_id: str) -> progress.Archived:
+    """Where :func:`progress.follow` reads on once the run has closed: its archive."""
+
+    async def events(offset: int) -> list[Any] | None:
+        archive = await reader.archive(thread_id, await reader.client.get_workflow_handle(workflow_id).describe())
+        return None if archive is None else archive.topic(PROGRESS_TOPIC, from_offset=offset)
+
+    return events
+
+
+async def settle(
+    reader: RunReader,
+    thread_id: str,
+    workflow_id: str,
+    *,
+    show: Callable[[progress.Event], None] | None,
+    offset: int = 0,
+) -> RunView:
+    """Wait until the run is waiting for input or has ended (following continue-as-new), showing its progress
+    events from ``offset`` on as they happen."""
+    client = reader.client
+    handle = client.get_workflow_handle(workflow_id)
+    follower = (
+        asyncio.create_task(
+            progress.follow(
+                client, workflow_id, show, offset=offset, archived=archived_events(reader, thread_id, workflow_id)
+            )
+        )
+        if show
+        else None
+    )
+    view: RunView
+    try:
+        while True:
+            try:
+                view = await handle.execute_update("wait_settled", result_type=RunView)
+                break
+            except (WorkflowUpdateFailedError, RPCError):
+                description = await handle.describe()
+                if description.status == WorkflowExecutionStatus.RUNNING:
+                    continue  # continued as new between our call and its answer: ask the new run
+                view = await reader.closed_view(thread_id, handle, description)
+                break
+        if follower is not None:
+            # The settling event is on its way; a run that cannot deliver it must not hold the command.
+            await asyncio.wait({follower}, timeout=_FOLLOW_GRACE_SECONDS)
+    finally:
+        if follower is not None:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+        if isinstance(show, progress.ProgressPrinter):
+            show.close()
+    return view
+
+
+async def started_thread(client: Client, thread_id: str) -> tuple[str, Any]:
+    """The thread's workflow id and the description of its latest run; refused when no run was ever started."""
+    workflow_id = workflow_id_for(thread_id)
+    description = await describe_thread(client, workflow_id)
+    if description is None:
+        raise BadInput(f"unknown thread {thread_id}: no run has been started on it")
+    return workflow_id, description
+
+
+async def running_run(client: Client, thread_id: str, *, refusal: str) -> tuple[str, WorkflowHandle[Any, Any]]:
+    """The thread's workflow id and a handle on its run, which must be running (else ``refusal``)."""
+    workflow_id, description = await started_thread(client, thread_id)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        raise BadInput(refusal)
+    return workflow_id, client.get_workflow_handle(workflow_id)
+
+
+async def describe_thread(client: Client, workflow_id: str) -> Any:
+    try:
+        return await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise

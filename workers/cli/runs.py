@@ -1,0 +1,254 @@
+"""The commands that drive a run: ``run`` starts one, ``reply`` answers its question, ``cancel`` ends it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from activities.uploads import UploadError, check_uploads
+from vocabulary.contracts import ThreadRef, UploadedFile
+from workers import progress
+from workers.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    BadInput,
+    config_of,
+    emit,
+    emit_view,
+    exit_code,
+    progress_of,
+    thread_of,
+)
+from workers.cli._follow import (
+    describe_thread,
+    reader_of,
+    running_run,
+    settle,
+)
+from workers.cli.threads import store_thread_uploads
+from workers.config import HartflowConfig
+from workers.models import ModelSelectionError, RunModel, select_model
+from workers.run_reader import RunClosed, first_run_id, query_open
+from workers.stack import Stack
+from workflows import search_attributes as sa
+from workflows.run import (
+    ReplyInput,
+    RunInput,
+    RunView,
+    RunWorkflow,
+    message_problem,
+    workflow_id_for,
+)
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    config, thread, message, run_model = _checked_run(args)
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id = workflow_id_for(thread.thread_id)
+        # A busy thread is refused before its uploads change under the run in flight (a start that loses a race
+        # with another start still fails below, with the files of both in the uploads).
+        running = await describe_thread(stack.client, workflow_id)
+        if running is not None and running.status == WorkflowExecutionStatus.RUNNING:
+            raise BadInput(await _busy_message(stack.client, workflow_id, thread.thread_id))
+        files = store_thread_uploads(config, thread, args.file)
+        handle = await _start_run(stack, config, thread, message, run_model, files)
+        if args.detach:
+            return _detached(args, stack, thread, handle)
+        view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args))
+        emit_view(args, view, stack, workflow_id)
+        return exit_code(view.status)
+
+
+def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, str, RunModel]:
+    """The run's config, thread, message and model, every one checked before anything is written."""
+    overrides: dict[str, Any] = {}
+    if args.model:
+        overrides["model"] = args.model
+    if args.plan_mode:
+        overrides["run"] = {"plan_mode": True}
+    config = config_of(args, **overrides)
+    message = args.message.strip()
+    problem = message_problem(message, config.run.max_message_chars)
+    if problem is not None:
+        raise BadInput(problem)
+    # Only an absent --thread means a new thread: an empty one is an invalid id, not a request for a new thread.
+    thread = thread_of(config, f"thread-{uuid.uuid4().hex[:12]}" if args.thread is None else args.thread)
+    try:
+        run_model = select_model(config)
+    except ModelSelectionError as exc:
+        raise BadInput(str(exc)) from None
+    uploads = [Path(p).expanduser() for p in args.file or []]
+    try:
+        check_uploads(uploads)
+    except UploadError as exc:
+        raise BadInput(str(exc)) from None
+    return config, thread, message, run_model
+
+
+async def _start_run(
+    stack: Stack,
+    config: HartflowConfig,
+    thread: ThreadRef,
+    message: str,
+    run_model: RunModel,
+    files: list[UploadedFile],
+) -> WorkflowHandle[Any, Any]:
+    workflow_id = workflow_id_for(thread.thread_id)
+    model = run_model.spec
+    try:
+        handle = await stack.client.start_workflow(
+            RunWorkflow.run,
+            RunInput(
+                thread_id=thread.thread_id,
+                user_id=thread.user_id,
+                message=message,
+                model=model,
+                settings=run_model.settings,
+                files=[file.filename for file in files],
+            ),
+            id=workflow_id,
+            task_queue=config.temporal.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            static_summary=f"{message.splitlines()[0][:120]} · thread {thread.thread_id}",
+            static_details=f"**Thread:** {thread.thread_id}\n\n**User:** {thread.user_id}\n\n**Model:** {model}",
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(sa.THREAD_ID, thread.thread_id),
+                    SearchAttributePair(sa.USER_ID, thread.user_id),
+                    SearchAttributePair(sa.STATUS, "running"),
+                    SearchAttributePair(sa.MODEL, model),
+                    SearchAttributePair(sa.TURNS, 0),
+                ]
+            ),
+        )
+    except WorkflowAlreadyStartedError:
+        raise BadInput(await _busy_message(stack.client, workflow_id, thread.thread_id)) from None
+    return handle
+
+
+def _detached(args: argparse.Namespace, stack: Stack, thread: ThreadRef, handle: WorkflowHandle[Any, Any]) -> int:
+    workflow_id = workflow_id_for(thread.thread_id)
+    payload = {
+        "thread_id": thread.thread_id,
+        "run_id": handle.first_execution_run_id or handle.result_run_id,
+        "workflow_id": workflow_id,
+        "status": "running",
+        "stop_reason": None,
+        "final_message": None,
+        "pending_input": None,
+        "ui_url": stack.ui_url(workflow_id),
+    }
+    emit(args, payload, lambda: print(f"started run on thread {thread.thread_id} ({workflow_id})"))
+    if stack.embedded:
+        print(
+            "note: embedded mode — the run continues the next time a hartflow command runs",
+            file=sys.stderr,
+        )
+    return EXIT_OK
+
+
+async def _busy_message(client: Client, workflow_id: str, thread_id: str) -> str:
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        view = await query_open(handle, "status", result_type=RunView)
+        status, run_id = view.status, view.run_id
+    except (RunClosed, RPCError):
+        description = await handle.describe()
+        status, run_id = "running", first_run_id(description)
+    return f"thread {thread_id} is busy: run {run_id} is {status} (workflow {workflow_id})"
+
+
+async def cmd_reply(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    thread = thread_of(config, args.thread)
+    answer = ReplyInput(answer=args.answer if args.answer else None, fields=_parse_fields(args.field))
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id, handle = await running_run(
+            stack.client,
+            thread.thread_id,
+            refusal=f"no run is waiting on thread {thread.thread_id}: its last run has ended",
+        )
+        try:
+            pending = await query_open(handle, "pending_input", result_type=dict[str, Any] | None)  # type: ignore[arg-type]
+        except RunClosed:
+            raise BadInput(f"no run is waiting on thread {thread.thread_id}: its last run has ended") from None
+        if pending is None:
+            raise BadInput(f"the run on thread {thread.thread_id} is not waiting for input")
+        if args.option is not None:
+            answer.option_id = _option_id(pending, args.option)
+        answer.request_id = pending.get("request_id")
+        seen = await progress.stream_offset(stack.client, workflow_id)
+        if args.signal:
+            await handle.signal("clarification_reply", _signal_payload(answer))
+        else:
+            try:
+                await handle.execute_update("reply", answer, result_type=RunView)
+            except WorkflowUpdateFailedError as exc:
+                raise BadInput(f"reply refused: {_root_message(exc)}") from None
+        view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args), offset=seen)
+        emit_view(args, view, stack, workflow_id)
+        return exit_code(view.status)
+
+
+def _parse_fields(items: list[str] | None) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BadInput(f"--field expects name=value, got {item!r}")
+        fields[name.strip()] = value
+    return fields
+
+
+def _option_id(pending: dict[str, Any], choice: str) -> str:
+    options = pending.get("options") or []
+    if choice.isdigit() and 1 <= int(choice) <= len(options):
+        return str(options[int(choice) - 1]["id"])
+    if any(option["id"] == choice for option in options):
+        return choice
+    offered = ", ".join(f"{i} ({o['label']})" for i, o in enumerate(options, 1)) or "none"
+    raise BadInput(f"unknown option {choice!r}; offered: {offered}")
+
+
+def _signal_payload(answer: ReplyInput) -> dict[str, Any]:
+    return {k: v for k, v in asdict(answer).items() if v not in (None, {}, "")}
+
+
+def _root_message(exc: BaseException) -> str:
+    cause: BaseException = exc
+    while getattr(cause, "cause", None) is not None:
+        cause = cause.cause  # type: ignore[attr-defined]
+    return str(getattr(cause, "message", None) or cause)
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    thread = thread_of(config, args.thread)
+    async with Stack(config, quiet=args.json) as stack:
+        workflow_id, handle = await running_run(
+            stack.client, thread.thread_id, refusal=f"no active run on thread {thread.thread_id}"
+        )
+        await handle.cancel()
+        view = await reader_of(stack).closed_view(thread.thread_id, handle)
+        emit_view(args, view, stack, workflow_id)
+        return EXIT_OK if view.status == "cancelled" else EXIT_FAILED
