@@ -19,9 +19,7 @@ from vocabulary.contracts import ThreadRef
 from workers import progress
 from workers.config import HartflowConfig, load_config
 from workers.stack import Stack
-from workflows.run import (
-    RunView,
-)
+from workflows.run import RunView
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_AWAITING = 0, 1, 2, 3
 

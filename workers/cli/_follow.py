@@ -6,26 +6,15 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from workers import progress
-from workers.cli._common import (
-    BadInput,
-)
+from workers.cli._common import BadInput
 from workers.config import open_object_store
 from workers.run_reader import RunReader
 from workers.stack import Stack
-from workflows.run import (
-    PROGRESS_TOPIC,
-    RunView,
-    workflow_id_for,
-)
+from workflows.run import PROGRESS_TOPIC, RunView, workflow_id_for
 
 _FOLLOW_GRACE_SECONDS = 10.0
 

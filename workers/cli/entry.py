@@ -16,12 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.storage import StorageConfigError, StorageError
 from workers import telemetry
-from workers.cli._common import (
-    EXIT_BAD_INPUT,
-    EXIT_FAILED,
-    BadInput,
-    config_of,
-)
+from workers.cli._common import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, config_of
 from workers.cli.parser import build_parser
 from workers.config import ConfigError
 from workers.devserver import DevServerError, TemporalCliNotFound, hard_exit

@@ -7,37 +7,20 @@ import json
 import sys
 from typing import Any
 
-from temporalio.client import (
-    WorkflowExecution,
-    WorkflowExecutionStatus,
-    WorkflowQueryRejectedError,
-)
+from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, WorkflowQueryRejectedError
 
 from activities.thread_files import ThreadFiles
 from vocabulary.messages import message_text
 from vocabulary.text import model_label
 from workers import progress
-from workers.cli._common import (
-    EXIT_OK,
-    BadInput,
-    config_of,
-    emit,
-    emit_view,
-    thread_of,
-)
-from workers.cli._follow import (
-    archived_events,
-    reader_of,
-    started_thread,
-)
+from workers.cli._common import EXIT_OK, BadInput, config_of, emit, emit_view, thread_of
+from workers.cli._follow import archived_events, reader_of, started_thread
 from workers.config import HartflowConfig, open_object_store
 from workers.run_reader import first_run_id
 from workers.stack import Stack
 from workers.worker import thread_store
 from workflows import search_attributes as sa
-from workflows.run import (
-    WORKFLOW_NAME,
-)
+from workflows.run import WORKFLOW_NAME
 
 
 async def cmd_status(args: argparse.Namespace) -> int:

@@ -11,19 +11,12 @@ import uuid
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from temporalio.client import (
-    Client,
-)
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox_sweeper import run_state
-from workers.cli._common import (
-    EXIT_OK,
-    BadInput,
-    config_of,
-    emit,
-)
+from workers.cli._common import EXIT_OK, BadInput, config_of, emit
 from workers.config import HartflowConfig
 from workers.devserver import ensure_search_attributes
 from workers.models import check_worker_models

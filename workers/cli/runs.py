@@ -9,12 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowUpdateFailedError,
-)
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -38,26 +33,14 @@ from workers.cli._common import (
     progress_of,
     thread_of,
 )
-from workers.cli._follow import (
-    describe_thread,
-    reader_of,
-    running_run,
-    settle,
-)
+from workers.cli._follow import describe_thread, reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
 from workers.config import HartflowConfig
 from workers.models import ModelSelectionError, RunModel, select_model
 from workers.run_reader import RunClosed, first_run_id, query_open
 from workers.stack import Stack
 from workflows import search_attributes as sa
-from workflows.run import (
-    ReplyInput,
-    RunInput,
-    RunView,
-    RunWorkflow,
-    message_problem,
-    workflow_id_for,
-)
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem, workflow_id_for
 
 
 async def cmd_run(args: argparse.Namespace) -> int:

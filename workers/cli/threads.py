@@ -8,9 +8,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from temporalio.client import (
-    WorkflowExecutionStatus,
-)
+from temporalio.client import WorkflowExecutionStatus
 
 from activities.paths import InvalidIdError, validate_user_id
 from activities.skills import load_skills
@@ -18,23 +16,12 @@ from activities.thread_lifecycle import delete_thread, list_threads
 from activities.uploads import UploadError, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
 from vocabulary.paths import VIRTUAL_UPLOADS_DIR
-from workers.cli._common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    BadInput,
-    config_of,
-    emit,
-    thread_of,
-)
-from workers.cli._follow import (
-    describe_thread,
-)
+from workers.cli._common import EXIT_FAILED, EXIT_OK, BadInput, config_of, emit, thread_of
+from workers.cli._follow import describe_thread
 from workers.cli.inspection import run_row
 from workers.config import HartflowConfig, open_object_store
 from workers.stack import Stack
-from workflows.run import (
-    workflow_id_for,
-)
+from workflows.run import workflow_id_for
 
 
 async def cmd_threads(args: argparse.Namespace) -> int:
