@@ -11,8 +11,8 @@ run at a time (every answer forces an eviction) loses nothing of any run.
 from __future__ import annotations
 
 import gc
-import inspect
 import logging
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,22 +57,33 @@ def _ask(call_id: str) -> dict[str, Any]:
 @pytest.fixture
 def collections_only_where_the_test_runs_them() -> Iterator[None]:
     """No automatic collection: an orphan stays in memory until the collection the test runs inside a run's
-    activation, instead of being closed at a random allocation (the reproduction is deterministic)."""
+    activation, instead of being closed at a random allocation (the reproduction is deterministic).
+
+    What earlier tests of this process left is collected first, here, and other libraries' gc callbacks
+    (hypothesis registers one) are set aside: the collection inside an activation then meets only this test's
+    objects, instead of running their finalizers in the workflow sandbox, or for seconds under the deadlock
+    detector."""
+    gc.collect()
+    callbacks = list(gc.callbacks)
+    gc.callbacks.clear()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.callbacks.extend(callbacks)
         if was_enabled:
             gc.enable()
 
 
 def _live_run_coroutines(workflow_id: str) -> list[Any]:
-    """The suspended ``RunWorkflow.run`` coroutines of ``workflow_id`` still in memory."""
+    """The suspended ``RunWorkflow.run`` coroutines of ``workflow_id`` still in memory. ``type(o)``, not
+    ``isinstance``: the heap also holds the workflow sandbox's restricted module proxies, whose ``__class__``
+    refuses access."""
     return [
         o
         for o in gc.get_objects()
-        if inspect.iscoroutine(o)
+        if type(o) is types.CoroutineType
         and o.cr_code is RunWorkflow.run.__code__
         and o.cr_frame is not None
         and o.cr_frame.f_locals["self"]._ctx.workflow_id == workflow_id

@@ -262,4 +262,5 @@ def test_no_telemetry_by_default(home: Path, temporal_address: str) -> None:
     config = make_config(home, temporal_address)
     assert config.telemetry.traces == "none"
     assert telemetry.client_plugins(config.telemetry) == []
-    assert telemetry.runtime(config.telemetry) is None
+    # No Prometheus endpoint: a worker's runtime is the one every command uses (core logs to Python logging).
+    assert telemetry.runtime(config.telemetry, serve_metrics=True) is telemetry.runtime(config.telemetry)

@@ -16,6 +16,7 @@ one, so the provider and each exporter are installed once per process and reused
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -26,7 +27,14 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor
 from temporalio.client import Plugin
 from temporalio.contrib.opentelemetry import OpenTelemetryPlugin, ReplaySafeTracerProvider, create_tracer_provider
-from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    PrometheusConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 
 from workers.config import TelemetrySettings
 
@@ -77,15 +85,27 @@ def client_plugins(settings: TelemetrySettings) -> Sequence[Plugin]:
     return [OpenTelemetryPlugin(add_temporal_spans=True)]
 
 
-def runtime(settings: TelemetrySettings) -> Runtime | None:
-    """A Temporal runtime exporting SDK metrics for Prometheus, or ``None`` for the default runtime."""
-    bind = settings.prometheus_bind
-    if not bind:
-        return None
-    if bind not in _runtimes:
+def runtime(settings: TelemetrySettings, *, serve_metrics: bool = False) -> Runtime:
+    """The Temporal runtime of this process's clients and workers.
+
+    The SDK core's own log lines (a slow workflow task, an abandoned activity attempt) go to Python logging as
+    ``temporalio.core`` records, so to stderr: the default runtime prints them on stdout, in the middle of a
+    command's ``--json`` output. ``serve_metrics`` (a long-lived worker) adds SDK metrics for Prometheus when
+    ``telemetry.prometheus_bind`` is set."""
+    bind = settings.prometheus_bind if serve_metrics else None
+    key = bind or ""
+    if key not in _runtimes:
         # One runtime per address: a second one would try to bind the same port.
-        _runtimes[bind] = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=bind)))
-    return _runtimes[bind]
+        _runtimes[key] = Runtime(
+            telemetry=TelemetryConfig(
+                logging=LoggingConfig(
+                    filter=TelemetryFilter(core_level="WARN", other_level="ERROR"),
+                    forwarding=LogForwardingConfig(logger=logging.getLogger("temporalio.core")),
+                ),
+                metrics=PrometheusConfig(bind_address=bind) if bind else None,
+            )
+        )
+    return _runtimes[key]
 
 
 def flush() -> None:

@@ -97,7 +97,7 @@ async def connect(config: HartflowConfig, address: str | None = None, *, serve_m
         default_workflow_query_reject_condition=QueryRejectCondition.NOT_OPEN,
         # Workers built from this client inherit its plugins: traces cover the worker's side too.
         plugins=telemetry.client_plugins(config.telemetry),
-        runtime=telemetry.runtime(config.telemetry) if serve_metrics else None,
+        runtime=telemetry.runtime(config.telemetry, serve_metrics=serve_metrics),
     )
 
 
