@@ -5,7 +5,8 @@
 Runs one scripted run of ``max(turns) + 2`` turns (one ``ls`` tool call per turn, LoopDetection off) on a dev
 server it starts (or ``--address``), then reads the whole continue-as-new chain back and prints, for each
 requested turn: the history events and bytes the turn added (from its model call to the next one), the bytes it
-moved through the claim check, the message-blob bytes it wrote (new message bodies + the request's manifest),
+moved through the claim check, the blob bytes it wrote (new message bodies, a new preamble, and the request's
+manifest: a delta, or the full list every ``FULL_MANIFEST_EVERY`` requests),
 and — for comparison — how big the request's message list would have been inline.
 """
 
@@ -24,6 +25,7 @@ from temporalio.client import Client
 from tests.support import calls, make_config, running_worker, start_run, tool_call, write_script
 from tests.support.history import chain_histories, turn_costs
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.transcript import FULL_MANIFEST_EVERY, delta_text, manifest_text
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workers.payloads import client_for
 
@@ -49,7 +51,12 @@ async def _transcript_sizes(client: Client, runs: list[list[Any]]) -> dict[int, 
             # Each agent request builds on the previous one (``base``), so the id list can be followed along.
             ids = [*ids[: ref.keep], *ref.append]
             body_sizes.update({key: len(body.encode()) for key, body in ref.bodies.items()})
-            written = sum(len(body.encode()) for body in ref.bodies.values()) + max(0, 65 * len(ids) - 1)
+            if ref.depth and ref.base is not None:
+                manifest = delta_text(ref.base, ref.keep, ref.base_depth, ref.append)
+            else:
+                manifest = manifest_text(ids)
+            bodies = [*ref.bodies.values(), *([ref.preamble_body] if ref.preamble_body is not None else [])]
+            written = sum(len(body.encode()) for body in bodies) + len(manifest.encode())
             sizes[turn] = (written, sum(body_sizes[key] for key in ids))
     return sizes
 
@@ -80,6 +87,11 @@ async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[st
                 "history_bytes": cost.bytes,
                 "claim_check_bytes": cost.external_bytes,
                 "blob_bytes_written": blobs[turn][0],
+                # A full manifest every FULL_MANIFEST_EVERY requests, deltas between: the average over that window.
+                "blob_bytes_avg_32": round(
+                    sum(blobs[t][0] for t in range(turn - FULL_MANIFEST_EVERY + 1, turn + 1) if t in blobs)
+                    / max(1, sum(1 for t in range(turn - FULL_MANIFEST_EVERY + 1, turn + 1) if t in blobs))
+                ),
                 "inline_list_bytes": blobs[turn][1],
                 "runs_in_chain": len(runs),
                 "run_seconds": round(seconds, 1),

@@ -68,7 +68,7 @@ from vocabulary.messages import message_text
 from vocabulary.paths import InvalidIdError, validate_thread_id, validate_user_id
 from vocabulary.state import StateUpdate, ThreadState, apply_update
 from vocabulary.tools import ToolCatalog, ToolSpec
-from vocabulary.transcript import MessageHasher, TranscriptCursor
+from vocabulary.transcript import MessageHasher, TranscriptCursor, preamble_json
 from workflows import mcp_tools
 from workflows import search_attributes as sa
 from workflows.delegation import (
@@ -93,6 +93,7 @@ PROGRESS_TOPIC = "progress"
 _VISIBILITY_PATCH = "hartflow-visibility-sync"
 _INPUT_CHECK_PATCH = "hartflow-input-check"
 _INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
+_PREAMBLE_PATCH = "hartflow-preamble-by-hash"
 
 STOP_RECURSION_LIMIT = "recursion_limit"
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
@@ -381,16 +382,20 @@ class RunWorkflow:
         settings = ctx.settings.model_call
         llm = ctx.settings.middlewares.llm_error_handling
         ctx.emit("model_call", turn=ctx.turn)
-        # The messages go by reference: only those the previous request did not carry travel in history.
-        transcript, cursor = self._transcript.reference(ctx.thread, request.messages, self._message_hasher)
+        # The messages go by reference: only those the previous request did not carry travel in history; so do
+        # the system message and tool schemas, in runs started since the patch (older ones send them inline).
+        tools = [tool.schema() for tool in request.tools]
+        by_hash = workflow.patched(_PREAMBLE_PATCH)
+        preamble = preamble_json(request.system_message, tools) if by_hash else None
+        transcript, cursor = self._transcript.reference(ctx.thread, request.messages, self._message_hasher, preamble)
         message = await ctx.call(
             MODEL_INVOKE,
             ModelCallInput(
                 model=request.model,
                 messages=[],
                 transcript=transcript,
-                system_message=request.system_message,
-                tools=[tool.schema() for tool in request.tools],
+                system_message=None if by_hash else request.system_message,
+                tools=[] if by_hash else tools,
                 purpose="agent",
                 call_index=ctx.next_call_index("agent"),
                 run_key=f"{ctx.workflow_id}/{ctx.run_id}",

@@ -17,6 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.transcript import parse_preamble
 
 
 async def chain_histories(client: Client, workflow_id: str, first_run_id: str) -> list[list[Any]]:
@@ -105,6 +106,7 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
     recovers every list. A call that builds on a manifest from before this history (the first call after a
     continue-as-new) cannot be recovered from it and raises."""
     bodies: dict[str, str] = {}
+    preambles: dict[str, str] = {}
     manifest: str | None = None
     ids: list[str] = []
     for call in calls:
@@ -117,3 +119,8 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
         bodies.update(ref.bodies)
         manifest = ref.digest
         call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))
+        if ref.preamble is not None:
+            # The system message and tools went by hash too: the body is in the first call that sent it.
+            if ref.preamble_body is not None:
+                preambles[ref.preamble] = ref.preamble_body
+            call.system_message, call.tools = parse_preamble(preambles[ref.preamble])
