@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from tests.support import calls, make_config, running_worker, start_run, tool_call, write_script
-from tests.support.history import chain_histories, turn_costs
+from tests.support.history import chain_histories, model_turn, turn_costs
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.transcript import FULL_MANIFEST_EVERY, delta_text, manifest_text
 from workers.devserver import DevServer, DevServerOptions, free_port
@@ -61,7 +62,20 @@ async def _transcript_sizes(client: Client, runs: list[list[Any]]) -> dict[int, 
     return sizes
 
 
-async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[str, Any]]:
+def _print_event_bytes(runs: list[list[Any]], costs: dict[int, Any], turns: list[int]) -> None:
+    """What each kind of event adds to one turn's history (the window ``turn_costs`` measures)."""
+    for wanted in turns:
+        turn = min(t for t in costs if t >= wanted)
+        for events in runs:
+            starts = [i for i, event in enumerate(events) if model_turn(event) in (turn, turn + 1)]
+            if len(starts) == 2:
+                sizes: Counter[str] = Counter()
+                for event in events[starts[0] : starts[1]]:
+                    sizes[EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")] += event.ByteSize()
+                print(f"turn {turn}: " + ", ".join(f"{name} {size}" for name, size in sizes.most_common()))
+
+
+async def measure(address: str, turns: list[int], workdir: Path, by_event: bool = False) -> list[dict[str, Any]]:
     total = max(turns) + 2
     run = {"recursion_limit": total + 10, "middlewares": {"loop_detection": {"enabled": False}}}
     config = make_config(workdir / "home", address, run=run)
@@ -76,6 +90,8 @@ async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[st
     runs = await chain_histories(client, handle.id, handle.first_execution_run_id or "")
     costs = {cost.turn: cost for cost in turn_costs(runs)}
     blobs = await _transcript_sizes(client, runs)
+    if by_event:
+        _print_event_bytes(runs, costs, turns)
     rows = []
     for wanted in turns:
         turn = min(t for t in costs if t >= wanted)  # the first and last turn of each run are not measured
@@ -104,13 +120,14 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, nargs="+", default=[10, 500])
     parser.add_argument("--address", help="an existing Temporal frontend; default: start a dev server")
+    parser.add_argument("--by-event", action="store_true", help="also print each turn's bytes by event type")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hartflow-history-size-") as tmp:
         server = None if args.address else DevServer(DevServerOptions(port=free_port(), ui=False))
         if server is not None:
             await asyncio.to_thread(server.start)
         try:
-            rows = await measure(args.address or server.address, sorted(args.turns), Path(tmp))  # type: ignore[union-attr]
+            rows = await measure(args.address or server.address, sorted(args.turns), Path(tmp), args.by_event)  # type: ignore[union-attr]
         finally:
             if server is not None:
                 server.stop()

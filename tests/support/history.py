@@ -45,7 +45,7 @@ class TurnCost:
     """Bytes these events moved to external storage (the claim check)."""
 
 
-def _model_turn(event: Any) -> int | None:
+def model_turn(event: Any) -> int | None:
     if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         return None
     if event.activity_task_scheduled_event_attributes.activity_type.name != MODEL_INVOKE:
@@ -61,7 +61,7 @@ def turn_costs(runs: list[list[Any]]) -> list[TurnCost]:
     first carries the run's start, the last its commit and continue-as-new)."""
     costs: list[TurnCost] = []
     for events in runs:
-        starts = [(index, turn) for index, event in enumerate(events) if (turn := _model_turn(event)) is not None]
+        starts = [(index, turn) for index, event in enumerate(events) if (turn := model_turn(event)) is not None]
         for (start, turn), (end, _) in itertools.pairwise(starts[1:]):
             window = events[start:end]
             costs.append(
