@@ -16,8 +16,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from vocabulary import transcript
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
-from vocabulary.transcript import parse_preamble
 
 
 async def chain_histories(client: Client, workflow_id: str, first_run_id: str) -> list[list[Any]]:
@@ -116,11 +116,11 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
         if ref.base is not None and ref.base != manifest:
             raise ValueError(f"model call builds on manifest {ref.base} from outside these calls")
         ids = [*ids[: ref.keep], *ref.append] if ref.base is not None else list(ref.append)
-        bodies.update(ref.bodies)
-        manifest = ref.digest
-        call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))
         if ref.preamble is not None:
             # The system message and tools went by hash too: the body is in the first call that sent it.
             if ref.preamble_body is not None:
                 preambles[ref.preamble] = ref.preamble_body
-            call.system_message, call.tools = parse_preamble(preambles[ref.preamble])
+            call.system_message, call.tools = transcript.parse_preamble(preambles[ref.preamble])
+        bodies.update(ref.bodies)
+        manifest = ref.digest
+        call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))
