@@ -32,7 +32,7 @@ from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry
 from activities.models.scripted import ScriptError, ScriptExhaustedError
 from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
-from activities.transcripts import TranscriptError, TranscriptStore
+from activities.transcripts import Preamble, TranscriptError, TranscriptStore
 from vocabulary.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 
 __all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
@@ -91,9 +91,9 @@ class ModelActivities:
 
     async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:
         call = CallCoordinates(purpose=input.purpose, call_index=input.call_index, attempt=info.attempt)
-        messages: list[BaseMessage] = list(await self._messages(input))
-        if input.system_message is not None:
-            messages.insert(0, input.system_message)
+        messages, (system_message, tools) = await self._request(input)
+        if system_message is not None:
+            messages.insert(0, system_message)
         secrets: tuple[str, ...] = ()
         try:
             if input.model in self._catalog:
@@ -101,9 +101,7 @@ class ModelActivities:
                 model, secrets = built.model, built.secrets
             else:
                 model = build_chat_model(input.model, call)
-            runnable: Runnable[LanguageModelInput, AIMessage] = (
-                model.bind_tools(input.tools) if input.tools else model
-            )
+            runnable: Runnable[LanguageModelInput, AIMessage] = model.bind_tools(tools) if tools else model
             message = await _with_heartbeats(runnable.ainvoke(messages), _heartbeat_interval(info))
         except (ScriptExhaustedError, ScriptError, InvalidModelSpecError, ModelConfigError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
@@ -125,20 +123,24 @@ class ModelActivities:
             message.id = f"run-{uuid.uuid4()}"
         return message
 
-    async def _messages(self, input: ModelCallInput) -> list[BaseMessage]:
-        """The request's messages: inline, or resolved from the thread's blobs (a storage outage is retried;
-        a reference that does not add up is not)."""
+    async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble]:
+        """The request's messages, system message and tools: inline, or resolved from the thread's blobs (a
+        storage outage is retried; a reference that does not add up is not)."""
         if input.transcript is None:
-            return list(input.messages)
+            return list(input.messages), (input.system_message, input.tools)
         if self._transcripts is None:
             raise ApplicationError("this worker has no blob store for transcript references", non_retryable=True)
+        transcripts, ref = self._transcripts, input.transcript
+
+        def resolve() -> tuple[list[BaseMessage], Preamble]:
+            messages = transcripts.resolve(ref)
+            preamble = transcripts.preamble(ref) if ref.preamble is not None else (input.system_message, input.tools)
+            return messages, preamble
+
         try:
             # Heartbeating: a first request on a long thread may write thousands of message blobs.
             # A storage outage is waited out here: a failed attempt would spend the model's retry budget.
-            transcripts, ref = self._transcripts, input.transcript
-            resolving = asyncio.to_thread(
-                wait_out_outage, lambda: transcripts.resolve(ref), what="reading the request's messages"
-            )
+            resolving = asyncio.to_thread(wait_out_outage, resolve, what="reading the request's messages")
             return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc

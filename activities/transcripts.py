@@ -4,12 +4,14 @@ Layout (on the configured object store, beside the thread's state):
 
     users/{user}/threads/{thread}/blobs/msg/{sha256}.json        one message, canonical JSON
     users/{user}/threads/{thread}/blobs/manifest/{sha256}.txt    one request's message ids, one per line
+    users/{user}/threads/{thread}/blobs/manifest/{sha256}.delta  the same list as a delta on an earlier manifest
+    users/{user}/threads/{thread}/blobs/preamble/{sha256}.json   a request's system message and tool schemas
 
-Both are content-addressed and written create-only, so a retried or duplicated activity writes the same bytes
-or nothing. A bounded in-process LRU cache keeps recent blobs, so the usual turn — the same worker as the last
-one — reads nothing and writes only the new messages and the new manifest. Every body and the resulting list
-are checked against their ids: a reference that does not add up fails the call instead of sending the model a
-different conversation.
+All are content-addressed (a delta by the id of the list it stands for) and written create-only, so a retried
+or duplicated activity writes the same bytes or nothing. A bounded in-process LRU cache keeps recent blobs and
+id lists, so the usual turn — the same worker as the last one — reads nothing and writes only the new messages
+and a small delta manifest. Every body and the resulting list are checked against their ids: a reference that
+does not add up fails the call instead of sending the model a different conversation.
 """
 
 from __future__ import annotations
@@ -21,21 +23,33 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-from langchain_core.messages import BaseMessage, messages_from_dict
+from langchain_core.messages import BaseMessage, SystemMessage, messages_from_dict
 
 from activities.storage import ObjectExistsError, ObjectStore
 from vocabulary.contracts import ThreadRef, TranscriptRef
-from vocabulary.transcript import manifest_id, manifest_text, sha256_hex
+from vocabulary.transcript import (
+    FULL_MANIFEST_EVERY,
+    delta_text,
+    manifest_id,
+    manifest_text,
+    parse_delta,
+    parse_preamble,
+    sha256_hex,
+)
 
-__all__ = ["TranscriptError", "TranscriptStore", "thread_blob_prefix"]
+__all__ = ["Preamble", "TranscriptError", "TranscriptStore", "thread_blob_prefix"]
 
 DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
 _PARSED_MESSAGES = 20_000
+_LISTED_IDS = 1_000_000
+_PARSED_PREAMBLES = 256
+_MAX_LINKS = 4 * FULL_MANIFEST_EVERY
 _WRITERS = 16
 
 V = TypeVar("V")
+Preamble = tuple[SystemMessage | None, list[dict[str, Any]]]
 
 
 class TranscriptError(Exception):
@@ -86,6 +100,9 @@ class TranscriptStore:
         self._store = store
         self._cache: _Lru[str] = _Lru(cache_bytes, len)
         self._parsed: _Lru[BaseMessage] = _Lru(_PARSED_MESSAGES, lambda _: 1)
+        self._lists: _Lru[list[str]] = _Lru(_LISTED_IDS, lambda ids: len(ids) + 1)
+        self._resolved: _Lru[list[BaseMessage]] = _Lru(_LISTED_IDS, lambda messages: len(messages) + 1)
+        self._preambles: _Lru[Preamble] = _Lru(_PARSED_PREAMBLES, lambda _: 1)
         # Cache keys name the store, so two stores in one process (tests, two homes) never share entries.
         self._scope = store.describe() + "|"
         # Long-lived threads, so the S3 store's per-thread clients are built once, not per request.
@@ -97,16 +114,52 @@ class TranscriptStore:
         for message_id, body in ref.bodies.items():
             if sha256_hex(body) != message_id:
                 raise TranscriptError(f"message body does not match its id {message_id}")
-        # In parallel: the first request of a run on a long thread carries every body (one PUT each on S3).
-        list(self._writers.map(lambda item: self._write(f"{prefix}msg/{item[0]}.json", item[1]), ref.bodies.items()))
-        base = self._manifest(prefix, ref.base) if ref.base is not None else []
+        # In parallel: the first request of a run on a long thread carries every body (one PUT each on S3). The
+        # usual turn carries one or two: handing those to the pool would cost more than the writes.
+        writes = [(f"{prefix}msg/{message_id}.json", body) for message_id, body in ref.bodies.items()]
+        if len(writes) > 2:
+            list(self._writers.map(lambda item: self._write(*item), writes))
+        else:
+            for key, body in writes:
+                self._write(key, body)
+        base = self._manifest(prefix, ref.base, ref.base_depth) if ref.base is not None else []
         if ref.keep > len(base):
             raise TranscriptError(f"reference keeps {ref.keep} messages of a manifest of {len(base)}")
         ids = [*base[: ref.keep], *ref.append]
         if manifest_id(ids) != ref.digest:
             raise TranscriptError(f"the referenced messages do not add up to manifest {ref.digest}")
-        self._write(f"{prefix}manifest/{ref.digest}.txt", manifest_text(ids))
-        return [self._message(prefix, message_id) for message_id in ids]
+        if ref.depth and ref.base is not None:
+            delta = delta_text(ref.base, ref.keep, ref.base_depth, ref.append)
+            self._write(f"{prefix}manifest/{ref.digest}.delta", delta)
+        else:
+            self._write(f"{prefix}manifest/{ref.digest}.txt", manifest_text(ids))
+        self._lists.put(self._scope + prefix + ref.digest, ids)
+        # The base request's messages, when this process resolved it: only the appended ids are looked up, so a
+        # turn's work does not grow with the conversation.
+        known = self._resolved.get(self._scope + prefix + ref.base) if ref.base is not None else None
+        if known is None or len(known) < ref.keep:
+            known, start = [], 0
+        else:
+            start = ref.keep
+        messages = [*known[:start], *(self._message(prefix, message_id) for message_id in ids[start:])]
+        self._resolved.put(self._scope + prefix + ref.digest, messages)
+        return list(messages)
+
+    def preamble(self, ref: TranscriptRef) -> Preamble:
+        """The reference's system message and tool schemas (stored first when it carries them). Shared between
+        calls: read-only, like the messages."""
+        assert ref.preamble is not None
+        prefix = thread_blob_prefix(ref.thread)
+        key = f"{prefix}preamble/{ref.preamble}.json"
+        if ref.preamble_body is not None:
+            if sha256_hex(ref.preamble_body) != ref.preamble:
+                raise TranscriptError(f"preamble does not match its id {ref.preamble}")
+            self._write(key, ref.preamble_body)
+        parsed = self._preambles.get(self._scope + key)
+        if parsed is None:
+            parsed = parse_preamble(self._read(key))
+            self._preambles.put(self._scope + key, parsed)
+        return parsed
 
     def _message(self, prefix: str, message_id: str) -> BaseMessage:
         """One message, parsed once per process: re-parsing the whole conversation on every turn made a model
@@ -118,11 +171,31 @@ class TranscriptStore:
             self._parsed.put(key, message)
         return message
 
-    def _manifest(self, prefix: str, digest: str) -> list[str]:
-        text = self._read(f"{prefix}manifest/{digest}.txt")
-        return text.split("\n") if text else []
+    def _manifest(self, prefix: str, digest: str, depth: int, links: int = 0) -> list[str]:
+        """The id list of manifest ``digest``, stored in full (``depth`` 0) or as a delta chained to a full one
+        (at most ``FULL_MANIFEST_EVERY`` links as written); every list read is checked against its id."""
+        key = self._scope + prefix + digest
+        ids = self._lists.get(key)
+        if ids is not None:
+            return ids
+        if depth == 0:
+            text = self._read(f"{prefix}manifest/{digest}.txt")
+            ids = text.split("\n") if text else []
+        else:
+            # Content addressing makes a cycle impossible short of a damaged store; the guard turns one into an
+            # error instead of a recursion overflow.
+            if links > _MAX_LINKS:
+                raise TranscriptError(f"delta manifest {digest} does not lead to a full one")
+            base, keep, base_depth, append = parse_delta(self._read(f"{prefix}manifest/{digest}.delta", named=False))
+            ids = [*self._manifest(prefix, base, base_depth, links + 1)[:keep], *append]
+            if manifest_id(ids) != digest:
+                raise TranscriptError(f"delta manifest {digest} in {self._store.describe()} does not add up")
+        self._lists.put(key, ids)
+        return ids
 
-    def _read(self, key: str) -> str:
+    def _read(self, key: str, *, named: bool = True) -> str:
+        """The blob at ``key``; ``named``: its name is its sha256 (a delta's is the list's, checked by the
+        caller)."""
         cached = self._cache.get(self._scope + key)
         if cached is not None:
             return cached
@@ -131,7 +204,7 @@ class TranscriptStore:
             raise TranscriptError(f"blob {key} is missing from {self._store.describe()}")
         text = data.decode("utf-8")
         # Keys are content addresses: a blob that does not hash to its name was damaged in the store.
-        if sha256_hex(text) != posixpath.basename(key).split(".", 1)[0]:
+        if named and sha256_hex(text) != posixpath.basename(key).split(".", 1)[0]:
             raise TranscriptError(f"blob {key} in {self._store.describe()} does not match its sha256")
         self._cache.put(self._scope + key, text)
         return text

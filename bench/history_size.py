@@ -5,7 +5,8 @@
 Runs one scripted run of ``max(turns) + 2`` turns (one ``ls`` tool call per turn, LoopDetection off) on a dev
 server it starts (or ``--address``), then reads the whole continue-as-new chain back and prints, for each
 requested turn: the history events and bytes the turn added (from its model call to the next one), the bytes it
-moved through the claim check, the message-blob bytes it wrote (new message bodies + the request's manifest),
+moved through the claim check, the blob bytes it wrote (new message bodies, a new preamble, and the request's
+manifest: a delta, or the full list every ``FULL_MANIFEST_EVERY`` requests),
 and — for comparison — how big the request's message list would have been inline.
 """
 
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +24,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from tests.support import calls, make_config, running_worker, start_run, tool_call, write_script
-from tests.support.history import chain_histories, turn_costs
+from tests.support.history import chain_histories, model_turn, turn_costs
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.transcript import FULL_MANIFEST_EVERY, delta_text, manifest_text
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workers.payloads import client_for
 
@@ -49,12 +52,30 @@ async def _transcript_sizes(client: Client, runs: list[list[Any]]) -> dict[int, 
             # Each agent request builds on the previous one (``base``), so the id list can be followed along.
             ids = [*ids[: ref.keep], *ref.append]
             body_sizes.update({key: len(body.encode()) for key, body in ref.bodies.items()})
-            written = sum(len(body.encode()) for body in ref.bodies.values()) + max(0, 65 * len(ids) - 1)
+            if ref.depth and ref.base is not None:
+                manifest = delta_text(ref.base, ref.keep, ref.base_depth, ref.append)
+            else:
+                manifest = manifest_text(ids)
+            bodies = [*ref.bodies.values(), *([ref.preamble_body] if ref.preamble_body is not None else [])]
+            written = sum(len(body.encode()) for body in bodies) + len(manifest.encode())
             sizes[turn] = (written, sum(body_sizes[key] for key in ids))
     return sizes
 
 
-async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[str, Any]]:
+def _print_event_bytes(runs: list[list[Any]], costs: dict[int, Any], turns: list[int]) -> None:
+    """What each kind of event adds to one turn's history (the window ``turn_costs`` measures)."""
+    for wanted in turns:
+        turn = min(t for t in costs if t >= wanted)
+        for events in runs:
+            starts = [i for i, event in enumerate(events) if model_turn(event) in (turn, turn + 1)]
+            if len(starts) == 2:
+                sizes: Counter[str] = Counter()
+                for event in events[starts[0] : starts[1]]:
+                    sizes[EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")] += event.ByteSize()
+                print(f"turn {turn}: " + ", ".join(f"{name} {size}" for name, size in sizes.most_common()))
+
+
+async def measure(address: str, turns: list[int], workdir: Path, by_event: bool = False) -> list[dict[str, Any]]:
     total = max(turns) + 2
     run = {"recursion_limit": total + 10, "middlewares": {"loop_detection": {"enabled": False}}}
     config = make_config(workdir / "home", address, run=run)
@@ -69,6 +90,8 @@ async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[st
     runs = await chain_histories(client, handle.id, handle.first_execution_run_id or "")
     costs = {cost.turn: cost for cost in turn_costs(runs)}
     blobs = await _transcript_sizes(client, runs)
+    if by_event:
+        _print_event_bytes(runs, costs, turns)
     rows = []
     for wanted in turns:
         turn = min(t for t in costs if t >= wanted)  # the first and last turn of each run are not measured
@@ -80,6 +103,11 @@ async def measure(address: str, turns: list[int], workdir: Path) -> list[dict[st
                 "history_bytes": cost.bytes,
                 "claim_check_bytes": cost.external_bytes,
                 "blob_bytes_written": blobs[turn][0],
+                # A full manifest every FULL_MANIFEST_EVERY requests, deltas between: the average over that window.
+                "blob_bytes_avg_32": round(
+                    sum(blobs[t][0] for t in range(turn - FULL_MANIFEST_EVERY + 1, turn + 1) if t in blobs)
+                    / max(1, sum(1 for t in range(turn - FULL_MANIFEST_EVERY + 1, turn + 1) if t in blobs))
+                ),
                 "inline_list_bytes": blobs[turn][1],
                 "runs_in_chain": len(runs),
                 "run_seconds": round(seconds, 1),
@@ -92,13 +120,14 @@ async def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, nargs="+", default=[10, 500])
     parser.add_argument("--address", help="an existing Temporal frontend; default: start a dev server")
+    parser.add_argument("--by-event", action="store_true", help="also print each turn's bytes by event type")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hartflow-history-size-") as tmp:
         server = None if args.address else DevServer(DevServerOptions(port=free_port(), ui=False))
         if server is not None:
             await asyncio.to_thread(server.start)
         try:
-            rows = await measure(args.address or server.address, sorted(args.turns), Path(tmp))  # type: ignore[union-attr]
+            rows = await measure(args.address or server.address, sorted(args.turns), Path(tmp), args.by_event)  # type: ignore[union-attr]
         finally:
             if server is not None:
                 server.stop()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import posixpath
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -190,6 +191,7 @@ def externalized_filename(tool: str, call_id: str, content: str) -> str:
 class ToolOutputBudgetMiddleware(Middleware):
     def __init__(self, config: ToolOutputConfig | None = None) -> None:
         self.config = config or ToolOutputConfig()
+        self._checked: dict[int, tuple[BaseMessage, bool]] = {}
 
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         result = await handler(request)
@@ -209,10 +211,27 @@ class ToolOutputBudgetMiddleware(Middleware):
         return _with_messages(result, patched_list)
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
-        if not self.config.enabled or not any(over_budget(m, self.config) for m in request.messages):
+        if not self.config.enabled:
             return await handler(request)
-        messages = [self._cut(m) if over_budget(m, self.config) else m for m in request.messages]
+        flags = self._over_budget(request.messages)
+        if not any(flags):
+            return await handler(request)
+        messages = [self._cut(m) if over else m for m, over in zip(request.messages, flags, strict=True)]
         return await handler(request.override(messages=messages))
+
+    def _over_budget(self, messages: Sequence[BaseMessage]) -> list[bool]:
+        """:func:`over_budget` of each message, worked out once per message object: workflow code never changes
+        a message in place, and checking the whole conversation every turn made a turn's cost grow with it."""
+        seen: dict[int, tuple[BaseMessage, bool]] = {}
+        flags = []
+        for message in messages:
+            entry = self._checked.get(id(message))
+            if entry is None or entry[0] is not message:
+                entry = (message, over_budget(message, self.config))
+            seen[id(message)] = entry
+            flags.append(entry[1])
+        self._checked = seen
+        return flags
 
     async def _budget(self, message: ToolMessage, request: ToolCallRequest) -> ToolMessage:
         if not over_budget(message, self.config):

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench.cpu_profile import summarise
 from bench.history import per_turn as history_per_turn
 from bench.per_turn import projected_run_seconds
 from bench.report import README_BEGIN, README_END, update_readme
@@ -83,3 +84,22 @@ def test_a_run_the_server_terminated_is_reported_per_turn_made_with_its_reason()
     assert row["events_per_turn"] == 15.0 and row["bytes_per_turn"] == 130_000
     assert row["failed"] == "after 400 turns: history size exceeds limit"
     assert "failed" not in history_per_turn({**history, "failure": None}, 500)
+
+
+def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() -> None:
+    sandbox = "_handle_activation (temporalio/worker/_workflow.py:1);_Instance.activate (x.py:2)"
+    lines = [
+        f"{sandbox};InSandbox.activate (y.py:3);RunWorkflow._loop (workflows/run.py:4) 7",
+        f"{sandbox};get_serialization_context (z.py:5) 3",
+        "_ActivityWorker._run (temporalio/worker/_activity.py:6);ToolActivities.execute (activities/tools.py:7) 2",
+        "<module> (bench/breakdown.py:1);_find_and_load (<frozen importlib._bootstrap>:2) 5",
+        "BaseEventLoop._run_once (asyncio/base_events.py:1) 1",
+    ]
+    samples = summarise(lines)
+    assert samples == {
+        "workflow: hartflow code (workflows/, middlewares/, vocabulary/)": 7,
+        "workflow: SDK sandbox serialization-context lookups": 3,
+        "tool.execute": 2,
+        "startup: imports, building the worker": 5,
+        "other: event loop, bridge polls": 1,
+    }

@@ -23,7 +23,14 @@ from tests.support import answer, calls, make_config, running_worker, start_run,
 from tests.support.history import chain_histories, external_size, payloads_in, turn_costs
 from vocabulary.contracts import ThreadRef
 from vocabulary.state import ThreadState
-from vocabulary.transcript import MessageHasher, TranscriptCursor, canonical_json, sha256_hex
+from vocabulary.transcript import (
+    FULL_MANIFEST_EVERY,
+    MessageHasher,
+    TranscriptCursor,
+    canonical_json,
+    preamble_json,
+    sha256_hex,
+)
 from workers.config import HartflowConfig, open_object_store
 from workers.payloads import client_for, data_converter_for
 from workers.worker import thread_store
@@ -115,6 +122,66 @@ def test_the_blob_store_resolves_references_and_rejects_what_does_not_add_up(tmp
     missing = ref2.__class__(**{**ref2.__dict__, "base": "f" * 64})
     with pytest.raises(TranscriptError, match="missing"):
         TranscriptStore(store).resolve(missing)
+
+
+def test_the_system_message_and_tools_go_once_by_hash_and_resolve_on_a_cold_worker(tmp_path: Path) -> None:
+    store = FilesystemObjectStore(tmp_path)
+    tools = [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object", "properties": {}}}}]
+    preamble = preamble_json(SystemMessage("sys"), tools)
+    ref, cursor = TranscriptCursor().reference(THREAD, [HumanMessage("hi", id="h1")], preamble=preamble)
+    assert ref.preamble == sha256_hex(preamble) and ref.preamble_body == preamble
+    TranscriptStore(store).resolve(ref)
+    assert TranscriptStore(store).preamble(ref) == (SystemMessage("sys"), tools)
+    ref2, cursor2 = cursor.reference(THREAD, [HumanMessage("hi", id="h1"), AIMessage("a", id="a1")], preamble=preamble)
+    assert ref2.preamble == ref.preamble and ref2.preamble_body is None  # the store has it: only the hash travels
+    assert TranscriptStore(store).preamble(ref2) == (SystemMessage("sys"), tools)  # cold: read from the blob
+    changed = preamble_json(SystemMessage("sys 2"), tools)
+    ref3, _ = cursor2.reference(THREAD, [HumanMessage("hi", id="h1")], preamble=changed)
+    assert ref3.preamble_body == changed
+    forged = ref3.__class__(**{**ref3.__dict__, "preamble_body": preamble})
+    with pytest.raises(TranscriptError, match="preamble does not match"):
+        TranscriptStore(store).preamble(forged)
+
+
+def test_manifests_are_deltas_chained_to_a_periodic_full_one_and_a_cold_read_follows_the_chain(
+    tmp_path: Path,
+) -> None:
+    store = FilesystemObjectStore(tmp_path)
+    writer = TranscriptStore(store)
+    messages: list[Any] = []
+    cursor = TranscriptCursor()
+    refs = []
+    for turn in range(FULL_MANIFEST_EVERY + 5):
+        messages = [*messages, HumanMessage(f"turn {turn}", id=f"h{turn}")]
+        ref, cursor = cursor.reference(THREAD, messages, preamble=preamble_json(None, []))
+        assert writer.resolve(ref) == messages
+        refs.append(ref)
+    assert [ref.depth for ref in refs[:3]] == [0, 1, 2] and refs[FULL_MANIFEST_EVERY].depth == 0
+    manifests = {info.key.rsplit("/", 1)[1]: info for info in store.list(thread_blob_prefix(THREAD) + "manifest/")}
+    fulls = sorted(name for name in manifests if name.endswith(".txt"))
+    assert fulls == sorted([f"{refs[0].digest}.txt", f"{refs[FULL_MANIFEST_EVERY].digest}.txt"])
+    # A delta holds what its request added, not the whole list.
+    assert store.get(thread_blob_prefix(THREAD) + f"manifest/{refs[30].digest}.delta") == (
+        f"{refs[29].digest} 30 {refs[29].depth}\n{refs[30].append[0]}".encode()
+    )
+    cursor_messages = messages
+    # A cold worker resolves the next request through the chain (30 deltas back to the first full manifest).
+    messages = [*messages[:31], AIMessage("edited", id="x")]
+    last = refs[30]
+    ref, _ = TranscriptCursor(last.digest, cursor.ids[:31], last.depth).reference(
+        THREAD, messages, preamble=preamble_json(None, [])
+    )
+    assert ref.base_depth == 30 and TranscriptStore(store).resolve(ref) == messages
+    # The same worker builds on the list it resolved last, also when an overlay changed an early message.
+    overlay = [*cursor_messages[:20], AIMessage("summary", id="s"), *cursor_messages[21:]]
+    ref_overlay, _ = cursor.reference(THREAD, overlay, preamble=preamble_json(None, []))
+    assert ref_overlay.keep == 20 and writer.resolve(ref_overlay) == overlay
+    # A delta whose list does not hash to its name is refused.
+    key = thread_blob_prefix(THREAD) + f"manifest/{refs[30].digest}.delta"
+    path = tmp_path / key
+    path.write_text(path.read_text().replace(refs[30].append[0], refs[0].append[0]))
+    with pytest.raises(TranscriptError, match="does not add up"):
+        TranscriptStore(store).resolve(ref)
 
 
 def test_a_threads_payload_keys_are_its_runs_and_its_subagents_only(tmp_path: Path) -> None:

@@ -149,6 +149,17 @@ class TranscriptRef:
     """Canonical JSON by message id, for the appended messages the previous request did not carry."""
     digest: str
     """Manifest id of the resulting list, computed by the workflow: the activity checks it."""
+    depth: int = 0
+    """How the new manifest is stored: 0 as the full id list; n >= 1 as a delta on ``base`` (``keep`` and
+    ``append``). The workflow restarts at 0 every ``FULL_MANIFEST_EVERY`` requests, so a cold read follows a
+    bounded chain while a turn writes only what changed."""
+    base_depth: int = 0
+    """How ``base`` is stored (its ``depth`` when it was written): 0 in full, n >= 1 as a delta."""
+    preamble: str | None = None
+    """The sha256 of the request's system message and tool schemas (``vocabulary/transcript.py``), sent once per
+    run instead of inline with every request; ``ModelCallInput.system_message`` and ``tools`` are then empty."""
+    preamble_body: str | None = None
+    """The preamble's JSON, when the previous request of the run did not send the same one."""
 
 
 @dataclass

@@ -8,6 +8,12 @@ holds, the ids after that prefix, and the bodies of only the messages the previo
 model activity (``activities/transcripts.py``) stores new bodies and the new manifest in the thread's blob store
 before calling the model, so a later request — on any worker, after any crash — can build on it.
 
+The system message and tool schemas (the *preamble*, ~8 KB that every agent request repeats) go the same way:
+named by the sha256 of their JSON, sent in full only when the previous request of the run sent a different one.
+A manifest is stored as the full id list every ``FULL_MANIFEST_EVERY`` requests and as a delta on the previous
+one (``keep`` and ``append``) in between, so a turn writes what changed, not the whole list, and a cold read
+follows at most ``FULL_MANIFEST_EVERY`` links.
+
 Everything here is pure and deterministic (hashing and JSON), so it runs in workflow code.
 """
 
@@ -17,10 +23,15 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, SystemMessage, messages_from_dict
 
 from vocabulary.contracts import ThreadRef, TranscriptRef
+
+FULL_MANIFEST_EVERY = 32
+"""A full manifest after this many chained deltas: a cold read costs at most this many small reads, and a turn
+writes ~1/32 of the id list on average instead of all of it."""
 
 
 def canonical_json(message: BaseMessage) -> str:
@@ -41,6 +52,35 @@ def manifest_id(ids: Sequence[str]) -> str:
 
 def manifest_text(ids: Sequence[str]) -> str:
     return "\n".join(ids)
+
+
+def delta_text(base: str, keep: int, base_depth: int, append: Sequence[str]) -> str:
+    """A delta manifest: a header line ``{base} {keep} {base_depth}``, then the appended ids, one per line."""
+    return "\n".join([f"{base} {keep} {base_depth}", *append])
+
+
+def parse_delta(text: str) -> tuple[str, int, int, list[str]]:
+    """``(base, keep, base_depth, append)`` of a :func:`delta_text`."""
+    header, *append = text.split("\n")
+    base, keep, base_depth = header.split(" ")
+    return base, int(keep), int(base_depth), append
+
+
+def preamble_json(system_message: SystemMessage | None, tools: Sequence[dict[str, Any]]) -> str:
+    """The system message (``{"type", "data"}``) and the tool schemas as one JSON text. Keys keep their order:
+    the schemas reach the model exactly as the workflow built them."""
+    system = None if system_message is None else {"type": system_message.type, "data": system_message.model_dump()}
+    return json.dumps({"system": system, "tools": list(tools)}, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_preamble(text: str) -> tuple[SystemMessage | None, list[dict[str, Any]]]:
+    document = json.loads(text)
+    system = None
+    if document["system"] is not None:
+        (message,) = messages_from_dict([document["system"]])
+        assert isinstance(message, SystemMessage)
+        system = message
+    return system, list(document["tools"])
 
 
 class MessageHasher:
@@ -77,12 +117,23 @@ class TranscriptCursor:
 
     manifest: str | None = None
     ids: list[str] = field(default_factory=list)
+    depth: int = 0
+    """How ``manifest`` is stored: 0 in full, n a delta n links from a full one."""
+    preamble: str | None = None
+    """The id of the preamble the last request sent (the store has it)."""
 
     def reference(
-        self, thread: ThreadRef, messages: Sequence[BaseMessage], hasher: MessageHasher | None = None
+        self,
+        thread: ThreadRef,
+        messages: Sequence[BaseMessage],
+        hasher: MessageHasher | None = None,
+        preamble: str | None = None,
     ) -> tuple[TranscriptRef, TranscriptCursor]:
         """The reference for sending ``messages`` next, and the cursor to keep once that call succeeded (a
-        failed call may not have stored its manifest, so the caller keeps the old cursor then)."""
+        failed call may not have stored its manifest, so the caller keeps the old cursor then).
+
+        ``preamble`` (a :func:`preamble_json`) switches on the by-hash preamble and delta manifests; without it
+        the reference is the one runs made before them (full manifests, system message and tools inline)."""
         ids, bodies = (hasher or MessageHasher()).hash(messages)
         keep = 0
         if self.manifest is not None:
@@ -96,12 +147,19 @@ class TranscriptCursor:
             # Hashed on an earlier turn whose call failed (so the store may lack it): serialise it again.
             for message, message_id in zip(messages, ids, strict=True):
                 bodies.setdefault(message_id, canonical_json(message))
+        base = self.manifest if keep else None
+        preamble_id = None if preamble is None else sha256_hex(preamble)
+        depth = self.depth + 1 if preamble is not None and base is not None else 0
         reference = TranscriptRef(
             thread=thread,
-            base=self.manifest if keep else None,
+            base=base,
             keep=keep,
             append=append,
             bodies={message_id: bodies[message_id] for message_id in needed},
             digest=manifest_id(ids),
+            depth=depth if depth < FULL_MANIFEST_EVERY else 0,
+            base_depth=self.depth if base is not None else 0,
+            preamble=preamble_id,
+            preamble_body=preamble if preamble_id is not None and preamble_id != self.preamble else None,
         )
-        return reference, TranscriptCursor(reference.digest, ids)
+        return reference, TranscriptCursor(reference.digest, ids, reference.depth, preamble_id)

@@ -53,7 +53,7 @@ from vocabulary.messages import last_ai_message, message_text
 from vocabulary.state import StateUpdate, ThreadState, apply_update
 from vocabulary.text import model_label
 from vocabulary.tools import ToolCatalog, ToolSpec
-from vocabulary.transcript import MessageHasher, TranscriptCursor
+from vocabulary.transcript import MessageHasher, TranscriptCursor, preamble_json
 from workflows import mcp_tools
 from workflows._carry import RunCarry
 from workflows._input_check import input_problem, message_problem
@@ -89,6 +89,7 @@ PROGRESS_TOPIC = "progress"
 """The workflow-stream topic carrying the run's progress events (``RunEvent.as_dict()``)."""
 _INPUT_CHECK_PATCH = "hartflow-input-check"
 _INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
+_PREAMBLE_PATCH = "hartflow-preamble-by-hash"
 
 STOP_RECURSION_LIMIT = "recursion_limit"
 
@@ -306,16 +307,20 @@ class RunWorkflow(RunTools, RunPause, RunQueries, RunCarry):
         settings = ctx.settings.model_call
         llm = ctx.settings.middlewares.llm_error_handling
         ctx.emit("model_call", turn=ctx.turn)
-        # The messages go by reference: only those the previous request did not carry travel in history.
-        transcript, cursor = self._transcript.reference(ctx.thread, request.messages, self._message_hasher)
+        # The messages go by reference: only those the previous request did not carry travel in history; so do
+        # the system message and tool schemas, in runs started since the patch (older ones send them inline).
+        tools = [tool.schema() for tool in request.tools]
+        by_hash = workflow.patched(_PREAMBLE_PATCH)
+        preamble = preamble_json(request.system_message, tools) if by_hash else None
+        transcript, cursor = self._transcript.reference(ctx.thread, request.messages, self._message_hasher, preamble)
         message = await ctx.call(
             MODEL_INVOKE,
             ModelCallInput(
                 model=request.model,
                 messages=[],
                 transcript=transcript,
-                system_message=request.system_message,
-                tools=[tool.schema() for tool in request.tools],
+                system_message=None if by_hash else request.system_message,
+                tools=[] if by_hash else tools,
                 purpose="agent",
                 call_index=ctx.next_call_index("agent"),
                 run_key=f"{ctx.workflow_id}/{ctx.run_id}",

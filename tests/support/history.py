@@ -17,6 +17,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
+from vocabulary import transcript
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from workers.worker import WORKFLOWS, workflow_runner
 
@@ -46,7 +47,7 @@ class TurnCost:
     """Bytes these events moved to external storage (the claim check)."""
 
 
-def _model_turn(event: Any) -> int | None:
+def model_turn(event: Any) -> int | None:
     if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
         return None
     if event.activity_task_scheduled_event_attributes.activity_type.name != MODEL_INVOKE:
@@ -62,7 +63,7 @@ def turn_costs(runs: list[list[Any]]) -> list[TurnCost]:
     first carries the run's start, the last its commit and continue-as-new)."""
     costs: list[TurnCost] = []
     for events in runs:
-        starts = [(index, turn) for index, event in enumerate(events) if (turn := _model_turn(event)) is not None]
+        starts = [(index, turn) for index, event in enumerate(events) if (turn := model_turn(event)) is not None]
         for (start, turn), (end, _) in itertools.pairwise(starts[1:]):
             window = events[start:end]
             costs.append(
@@ -107,6 +108,7 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
     recovers every list. A call that builds on a manifest from before this history (the first call after a
     continue-as-new) cannot be recovered from it and raises."""
     bodies: dict[str, str] = {}
+    preambles: dict[str, str] = {}
     manifest: str | None = None
     ids: list[str] = []
     for call in calls:
@@ -116,6 +118,11 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
         if ref.base is not None and ref.base != manifest:
             raise ValueError(f"model call builds on manifest {ref.base} from outside these calls")
         ids = [*ids[: ref.keep], *ref.append] if ref.base is not None else list(ref.append)
+        if ref.preamble is not None:
+            # The system message and tools went by hash too: the body is in the first call that sent it.
+            if ref.preamble_body is not None:
+                preambles[ref.preamble] = ref.preamble_body
+            call.system_message, call.tools = transcript.parse_preamble(preambles[ref.preamble])
         bodies.update(ref.bodies)
         manifest = ref.digest
         call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))

@@ -1,0 +1,86 @@
+"""``python -m bench.cpu_profile``: where the worker's Python CPU goes per turn, every thread included.
+
+cProfile (``bench.breakdown --profile``) sees only the event loop's thread, but the SDK runs workflow activations
+in a thread pool and sync work (the transcript store) in another. ``py-spy`` samples every thread; with ``--gil``
+it keeps only samples holding the GIL, i.e. Python CPU. Record a breakdown run, then summarise it here:
+
+    py-spy record --gil --format raw --rate 200 -o /tmp/spy.txt -- python -m bench.breakdown --turns 200
+    python -m bench.cpu_profile /tmp/spy.txt --turns 200 --rate 200
+
+Each sample goes to the first category (in the order below) whose test matches its stack; ms/turn is samples /
+rate / turns. The startup (imports, building the worker) is shown but is not part of a turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+Stack = list[str]
+
+
+def _has(*needles: str) -> Callable[[Stack], bool]:
+    return lambda frames: any(needle in frame for frame in frames for needle in needles)
+
+
+def _in_workflow_code(frames: Stack) -> bool:
+    return _has("InSandbox.activate")(frames) and any(
+        f"({package}/" in frame for frame in frames for package in ("workflows", "middlewares", "vocabulary")
+    )
+
+
+CATEGORIES: list[tuple[str, Callable[[Stack], bool]]] = [
+    (
+        "startup: imports, building the worker",
+        lambda f: (
+            not _has("_handle_activation", "_ActivityWorker")(f) and _has("_find_and_load", "in_process_worker")(f)
+        ),
+    ),
+    ("workflow: SDK sandbox serialization-context lookups", _has("get_serialization_context", "get_external_store")),
+    ("workflow: hartflow code (workflows/, middlewares/, vocabulary/)", _in_workflow_code),
+    ("workflow: SDK activation in the sandbox", _has("_Instance.activate")),
+    ("workflow: payload visiting, encode/decode", _has("decode_activation", "encode_completion", "PayloadVisitor")),
+    ("workflow: other SDK work", _has("_WorkflowWorker")),
+    ("model.invoke: transcript store", _has("TranscriptStore")),
+    ("model.invoke: the model call (scripted, langchain)", _has("ModelActivities")),
+    ("tool.execute", _has("ToolActivities")),
+    ("activities: SDK (payload conversion, completion)", _has("_ActivityWorker")),
+    ("other: event loop, bridge polls", lambda _: True),
+]
+
+
+def summarise(lines: list[str]) -> Counter[str]:
+    samples: Counter[str] = Counter()
+    for line in lines:
+        stack, _, count = line.rstrip().rpartition(" ")
+        if not stack:
+            continue
+        frames = stack.split(";")
+        category = next(name for name, matches in CATEGORIES if matches(frames))
+        samples[category] += int(count)
+    return samples
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("profile", type=Path, help="py-spy record --format raw output")
+    parser.add_argument("--turns", type=int, required=True, help="the turns of the recorded run")
+    parser.add_argument("--rate", type=int, default=100, help="py-spy's --rate (samples per second)")
+    args = parser.parse_args(argv)
+    samples = summarise(args.profile.read_text(encoding="utf-8").splitlines())
+    startup = CATEGORIES[0][0]
+    in_turns = sum(count for name, count in samples.items() if name != startup)
+    print(
+        f"Python CPU over {args.turns} turns: {in_turns / args.rate / args.turns * 1000:.1f} ms/turn "
+        f"(plus {samples[startup] / args.rate:.1f} s of startup)\n"
+    )
+    print("| where | ms/turn | share |\n|---|---:|---:|")
+    for name, _ in CATEGORIES[1:]:
+        ms = samples[name] / args.rate / args.turns * 1000
+        print(f"| {name} | {ms:.2f} | {samples[name] / max(in_turns, 1):.0%} |")
+
+
+if __name__ == "__main__":
+    main()
