@@ -1,0 +1,147 @@
+"""The soak's verdicts, each a list of problems (empty: the check holds).
+
+- ``finished``: every run ended as its driver meant (completed, or cancelled when it was cancelled); no workflow
+  is still running and no thread is ``busy`` through the API.
+- ``state``: each thread's committed state (read through ``langgraph-sdk``'s ``get_state``) equals what its
+  script implies (:func:`bench.soak.scenarios.state_problems`).
+- ``replay``: every workflow history in the namespace replays against the current code.
+- ``sandbox``: every run that acquired a sandbox released it, and no sandbox process is left on the machine.
+- ``streams``: every SSE consumer saw each event of its run exactly once, across its reconnects, in the order
+  ``join_stream`` from ``-1`` replays the run.
+- ``logs``: no ``TMPRL1100``/``TMPRL1101``, traceback or unraisable exception in any process's log.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from langgraph_sdk import get_client
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.worker import Replayer
+
+from bench.soak.clients import Clients
+from bench.soak.scenarios import Scenario, state_problems
+from tests.support import scheduled_activities
+from workers.payloads import data_converter_for
+from workers.worker import WORKFLOWS, workflow_runner
+from workflows.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE
+from workflows.run import workflow_id_for
+
+LOG_SIGNATURES = ("TMPRL1100", "TMPRL1101", "Traceback (most recent call last)", "Exception ignored in")
+
+
+async def finished(clients: Clients, scenarios: list[Scenario]) -> list[str]:
+    problems = [f"{s.thread_id}: the driver failed: {s.outcome['driver_error']}" for s in scenarios
+                if "driver_error" in s.outcome]  # fmt: skip
+    for s in scenarios:
+        status = s.outcome.get("status")
+        if status != s.expected_status:
+            problems.append(f"{s.thread_id} ({s.kind}): ended {status}, expected {s.expected_status}")
+        description = await clients.client.get_workflow_handle(workflow_id_for(s.thread_id)).describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            problems.append(f"{s.thread_id} ({s.kind}): its workflow is still running")
+        thread = await get_client(url=clients.deployment.apis[0].url).threads.get(s.thread_id)
+        if thread["status"] != "idle":
+            problems.append(f"{s.thread_id} ({s.kind}): the API shows the thread {thread['status']}")
+    return problems
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+
+
+async def state(clients: Clients, scenarios: list[Scenario]) -> list[str]:
+    sdk = get_client(url=clients.deployment.apis[1].url)
+    problems = []
+    for s in scenarios:
+        values = (await sdk.threads.get_state(s.thread_id))["values"]
+        messages = [{**m, "text": _text(m), "additional_kwargs": m.get("additional_kwargs") or {}}
+                    for m in values.get("messages") or []]  # fmt: skip
+        problems += [f"{s.thread_id} ({s.kind}): {p}" for p in state_problems(s, messages)]
+    return problems
+
+
+async def _histories(client: Client) -> list[Any]:
+    names = {getattr(w, "__temporal_workflow_definition").name for w in WORKFLOWS}
+    histories = []
+    async for execution in client.list_workflows():
+        if execution.workflow_type in names:
+            handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+            histories.append(await handle.fetch_history())
+    return histories
+
+
+async def replay_and_sandboxes(clients: Clients) -> tuple[list[str], list[str], int]:
+    """(replay problems, sandbox problems, histories replayed)."""
+    histories = await _histories(clients.client)
+    replayer = Replayer(
+        workflows=list(WORKFLOWS), data_converter=data_converter_for(clients.deployment.config),
+        workflow_runner=workflow_runner(),
+    )  # fmt: skip
+    replay, sandbox = [], []
+    for history in histories:
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            replay.append(f"{history.workflow_id}: {result.replay_failure}")
+        names = [name for name, _ in scheduled_activities(list(history.events))]
+        if SANDBOX_ACQUIRE in names and SANDBOX_RELEASE not in names[names.index(SANDBOX_ACQUIRE) :]:
+            sandbox.append(f"{history.workflow_id}: acquired a sandbox and never released it")
+        closed = history.events[-1].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+        if not closed:
+            sandbox.append(f"{history.workflow_id}: its history has not closed")
+    sandbox += leftover_processes(clients.deployment.directory)
+    return replay, sandbox, len(histories)
+
+
+def leftover_processes(directory: Path) -> list[str]:
+    """Processes working inside the deployment's directory: sandbox commands, which the soak's own processes
+    (started from elsewhere) never are."""
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.is_relative_to(directory):
+            left.append(f"sandbox process {pid} is still running in {cwd}: {command.strip()}")
+    return left
+
+
+async def streams(clients: Clients, scenarios: list[Scenario]) -> tuple[list[str], int, int]:
+    """(problems, consumers checked, reconnects)."""
+    problems, consumers, reconnects = [], 0, 0
+    for s in scenarios:
+        for stream in s.outcome.get("streams", []):
+            consumers += 1
+            reconnects += stream["reconnects"]
+            if stream["run_id"] is None:
+                problems.append(f"{s.thread_id}: a consumer never learned its run id")
+                continue
+            whole = await clients.full_stream(s.thread_id, stream["run_id"])
+            if stream["ids"] != whole:
+                seen = stream["ids"]
+                duplicated = sorted({i for i in seen if seen.count(i) > 1})
+                missing = [i for i in whole if i not in seen]
+                problems.append(f"{s.thread_id} run {stream['run_id']}: the consumer saw {len(seen)} events "
+                                f"of {len(whole)} (duplicated {duplicated}, missing {missing})")  # fmt: skip
+    return problems, consumers, reconnects
+
+
+def logs(named: dict[str, str]) -> list[str]:
+    problems = []
+    for name, text in named.items():
+        for signature in LOG_SIGNATURES:
+            if signature in text:
+                at = text.index(signature)
+                excerpt = text[max(0, at - 600) : at + 1500]
+                problems.append(f"{name}: {signature} ({text.count(signature)}x), first:\n{excerpt}")
+    return problems
