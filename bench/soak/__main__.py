@@ -20,7 +20,9 @@ from bench.soak.report import SoakResult, table
 from workers.worker import connect
 
 
-async def soak(directory: Path, *, minutes: float, runs: int, seed: int) -> SoakResult:
+async def soak(directory: Path, *, minutes: float, runs: int, seed: int, fault_rounds: int = 0) -> SoakResult:
+    """Runs are started until ``minutes`` have passed or ``runs`` were started, and in any case until the chaos
+    injected ``fault_rounds`` full rounds (every kind of fault once per round)."""
     deployment = await asyncio.to_thread(Deployment(directory).start)
     began = time.monotonic()
     try:
@@ -30,7 +32,8 @@ async def soak(directory: Path, *, minutes: float, runs: int, seed: int) -> Soak
         chaos = Chaos(deployment, seed)
         stop = asyncio.Event()
         chaos_task = asyncio.create_task(chaos.run(stop))
-        await driver.run(runs=runs, until=began + minutes * 60)
+        until = began + minutes * 60
+        await driver.run(lambda n: (n < runs and time.monotonic() < until) or chaos.rounds < fault_rounds)
         stop.set()
         await chaos_task
         # After the last repair every run must still end by itself: the driver waited for each.
@@ -44,9 +47,9 @@ async def soak(directory: Path, *, minutes: float, runs: int, seed: int) -> Soak
         problems["clients"] = clients.problems
     finally:
         await asyncio.to_thread(deployment.stop)
-    problems["logs"] = checks.logs({**deployment.logs(), "cli.log": "\n".join(clients.cli_logs)})
+    problems["logs"], attempt_failures = checks.logs({**deployment.logs(), "cli.log": "\n".join(clients.cli_logs)})
     return SoakResult((time.monotonic() - began) / 60, seed, driver.scenarios, chaos.faults, problems,
-                      consumers, reconnects, histories)  # fmt: skip
+                      consumers, reconnects, histories, attempt_failures)  # fmt: skip
 
 
 def main() -> int:
@@ -54,10 +57,18 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=20)
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--fault-rounds",
+        type=int,
+        default=0,
+        help="keep runs going until this many full rounds of faults (every kind once) were injected",
+    )
     parser.add_argument("--directory", type=Path, default=None, help="keep the deployment's files here")
     args = parser.parse_args()
     directory = args.directory or Path(tempfile.mkdtemp(prefix="hartflow-soak-"))
-    result = asyncio.run(soak(directory.resolve(), minutes=args.minutes, runs=args.runs, seed=args.seed))
+    result = asyncio.run(
+        soak(directory.resolve(), minutes=args.minutes, runs=args.runs, seed=args.seed, fault_rounds=args.fault_rounds)
+    )
     print(table(result))
     for check, problems in result.problems.items():
         for problem in problems:

@@ -41,6 +41,8 @@ class Chaos:
     interval: tuple[float, float] = (8.0, 20.0)
     """Seconds between one fault's repair and the next injection (drawn uniformly)."""
     faults: list[Fault] = field(default_factory=list)
+    rounds: int = 0
+    """Full rounds injected: each round is every kind once."""
 
     async def run(self, stop: asyncio.Event, *, first_delay: float = 5.0) -> None:
         """Inject faults until ``stop`` is set, each kind in turn in a seeded order; the first after ``first_delay``.
@@ -64,6 +66,7 @@ class Chaos:
                     return
                 except TimeoutError:
                     pass
+            self.rounds += 1
             delay = 0.0
 
     async def inject(self, kind: FaultKind, rng: random.Random) -> Fault:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,14 @@ from workers.worker import WORKFLOWS, workflow_runner
 from workflows.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE
 from workflows.run import workflow_id_for
 
-LOG_SIGNATURES = ("TMPRL1100", "TMPRL1101", "Traceback (most recent call last)", "Exception ignored in")
+TRACEBACK = "Traceback (most recent call last)"
+LOG_SIGNATURES = ("TMPRL1100", "TMPRL1101", TRACEBACK, "Exception ignored in")
+ATTEMPT_FAILED = "Completing activity as failed"
+CHAINED = ("The above exception was the direct cause", "During handling of the above exception")
+EXPECTED_ATTEMPT_FAILURES = (
+    "activities.storage.StorageError: ",
+    "asyncio.exceptions.CancelledError: Activity cancelled",
+)
 
 
 async def finished(clients: Clients, scenarios: list[Scenario]) -> list[str]:
@@ -136,12 +144,46 @@ async def streams(clients: Clients, scenarios: list[Scenario]) -> tuple[list[str
     return problems, consumers, reconnects
 
 
-def logs(named: dict[str, str]) -> list[str]:
-    problems = []
+def _tracebacks(text: str) -> list[tuple[str, list[str], int]]:
+    """Every logged traceback: (the line before it, the exception line of each traceback in its chain, offset)."""
+    found: list[tuple[str, list[str], int]] = []
+    lines = text.splitlines(keepends=True)
+    offset = 0
+    for index, line in enumerate(lines):
+        if line.startswith(TRACEBACK):
+            end = index + 1
+            while end < len(lines) and (lines[end].startswith(" ") or not lines[end].strip()):
+                end += 1
+            exception = lines[end].strip() if end < len(lines) else ""
+            before = next((b.strip() for b in reversed(lines[:index]) if b.strip()), "")
+            if found and before.startswith(CHAINED):
+                found[-1][1].append(exception)
+            else:
+                found.append((before, [exception], offset))
+        offset += len(line)
+    return found
+
+
+def logs(named: dict[str, str]) -> tuple[list[str], Counter[str]]:
+    """(problems, attempt failures the SDK logged as expected). An activity attempt that failed because storage
+    was down (retried) or because its run was cancelled is logged by the SDK as a warning with its traceback
+    (``Completing activity as failed``): that is the fault being reported, counted by exception; any other
+    traceback, and any ``TMPRL1100``/``TMPRL1101`` or unraisable exception, is a problem."""
+    problems, expected = [], Counter[str]()
     for name, text in named.items():
         for signature in LOG_SIGNATURES:
-            if signature in text:
-                at = text.index(signature)
-                excerpt = text[max(0, at - 600) : at + 1500]
-                problems.append(f"{name}: {signature} ({text.count(signature)}x), first:\n{excerpt}")
-    return problems
+            if signature != TRACEBACK and signature in text:
+                problems.append(
+                    f"{name}: {signature} ({text.count(signature)}x), first:\n{_around(text, text.index(signature))}"
+                )
+        for before, chain, at in _tracebacks(text):
+            causes = [e for e in chain if e.startswith(EXPECTED_ATTEMPT_FAILURES)]
+            if before.startswith(ATTEMPT_FAILED) and causes:
+                expected[causes[0].split(":", 1)[0]] += 1
+            else:
+                problems.append(f"{name}: a traceback ending {chain[-1]!r}:\n{_around(text, at)}")
+    return problems, expected
+
+
+def _around(text: str, at: int) -> str:
+    return text[max(0, at - 600) : at + 2000]

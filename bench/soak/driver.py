@@ -1,4 +1,4 @@
-"""The driver: keeps a mix of scripted runs in flight until the soak's time or run count is reached.
+"""The driver: keeps a mix of scripted runs in flight for as long as the soak says.
 
 Each run goes start → (pause → answer) → end through the client its scenario names; a cancellation run is
 cancelled while its tool call executes. The moments runs settle are recorded: recovery after a fault is
@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,19 +28,19 @@ class Driver:
     settles: list[float] = field(default_factory=list)
     scenarios: list[Scenario] = field(default_factory=list)
 
-    async def run(self, *, runs: int, until: float) -> list[Scenario]:
-        """Start runs (at most ``CONCURRENCY`` in flight) until ``runs`` were started or the monotonic clock
-        reaches ``until``, then wait for every started run to end."""
+    async def run(self, more: Callable[[int], bool]) -> list[Scenario]:
+        """Start runs (at most ``CONCURRENCY`` in flight) while ``more(started)`` says so, then wait for every
+        started run to end."""
         rng = random.Random(self.seed)
         self.directory.mkdir(parents=True, exist_ok=True)
         slots = asyncio.Semaphore(CONCURRENCY)
         tasks: list[asyncio.Task[None]] = []
-        for index in range(runs):
+        while True:
             await slots.acquire()
-            if time.monotonic() >= until:
+            if not more(len(self.scenarios)):
                 slots.release()
                 break
-            scenario = make_scenario(index, rng, self.directory, self.seed)
+            scenario = make_scenario(len(self.scenarios), rng, self.directory, self.seed)
             self.scenarios.append(scenario)
             tasks.append(asyncio.create_task(self._drive(scenario, slots)))
         await asyncio.gather(*tasks)

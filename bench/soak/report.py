@@ -21,7 +21,8 @@ class SoakResult:
     consumers: int = 0
     reconnects: int = 0
     histories: int = 0
-    extra: dict[str, int] = field(default_factory=dict)
+    attempt_failures: Counter[str] = field(default_factory=Counter)
+    """Activity attempts the SDK logged as failed (with a traceback) because of a fault, by exception."""
 
     @property
     def green(self) -> bool:
@@ -57,6 +58,9 @@ def table(result: SoakResult) -> str:
     lines += [
         f"| SSE consumers | {result.consumers}, {result.reconnects} reconnects |",
         f"| histories replayed | {result.histories} |",
+        "| activity attempts failed by a fault (SDK warnings, retried) | "
+        + (", ".join(f"{k.rsplit('.', 1)[-1]} {n}" for k, n in sorted(result.attempt_failures.items())) or "none")
+        + " |",
     ]
     for check, problems in result.problems.items():
         lines.append(f"| check `{check}` | {'holds' if not problems else f'**{len(problems)} problem(s)**'} |")
