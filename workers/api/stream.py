@@ -24,7 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from fastapi import HTTPException
-from temporalio.client import Client, WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError, WorkflowQueryRejectedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from activities.run_archive import load_run_archive
@@ -137,15 +137,28 @@ async def _items(
     items = stream.subscribe(
         [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN
     )
+    following = 0
     try:
         async for item in items:
+            following = item.offset + 1
             yield item.offset, item.topic, item.data
+    except WorkflowQueryRejectedError:
+        # The chain closed after ``current`` was read (its poll is refused, no worker replays it): the archive,
+        # written with the run's final commit, holds the rest of its stream.
+        archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
+        for event in archive.events if archive is not None else []:
+            if event.offset >= following:
+                yield event.offset, event.topic, event.data
     finally:
         await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
 
 
 async def run_frames(
-    client: Client, objects: ObjectStore, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
+    client: Client,
+    objects: ObjectStore,
+    thread: ThreadRef,
+    frames: RunFrames,
+    after: tuple[int, int] | None,
     current: Chain,
 ) -> AsyncIterator[Frame]:
     """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends. A segment that
