@@ -47,6 +47,7 @@ async def soak(directory: Path, *, minutes: float, runs: int, seed: int, fault_r
         problems["clients"] = clients.problems
     finally:
         await asyncio.to_thread(deployment.stop)
+    (directory / "cli.log").write_text("\n".join(clients.cli_logs))
     problems["logs"], attempt_failures = checks.logs({**deployment.logs(), "cli.log": "\n".join(clients.cli_logs)})
     return SoakResult((time.monotonic() - began) / 60, seed, driver.scenarios, chaos.faults, problems,
                       consumers, reconnects, histories, attempt_failures)  # fmt: skip

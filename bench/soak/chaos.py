@@ -2,8 +2,9 @@
 
 Kinds: ``worker_kill`` (SIGKILL a random worker's process group; it is started again), ``temporal_restart``
 (SIGKILL the dev server, start it on the same SQLite file and port), ``s3_outage`` (SeaweedFS stopped for
-5–30 s), ``api_kill`` (SIGKILL an API server while clients stream from it; they join the other; it is started
-again) and ``worker_pause`` (SIGSTOP a worker past the heartbeat timeout, then SIGCONT).
+5–30 s), ``api_kill`` (SIGKILL an API server while clients stream from it, started again 20–30 s later: its
+consumers, once the SDK's own retries on it are spent, join the other) and ``worker_pause`` (SIGSTOP a worker
+past the heartbeat timeout, then SIGCONT).
 
 Recovery time of a fault: from its injection to the first run that settles (pauses or ends) after the fault
 was repaired — how long the deployment made no progress because of it.
@@ -21,6 +22,8 @@ from typing import Literal
 from bench.soak.deployment import HEARTBEAT_SECONDS, Deployment
 
 FaultKind = Literal["worker_kill", "temporal_restart", "s3_outage", "api_kill", "worker_pause"]
+API_DOWN_SECONDS = (20.0, 30.0)
+"""langgraph-sdk retries a broken stream on the same server for about 17 s (5 attempts, 1–5 s apart)."""
 FAULT_KINDS: tuple[FaultKind, ...] = ("worker_kill", "temporal_restart", "s3_outage", "api_kill", "worker_pause")
 
 
@@ -90,9 +93,11 @@ class Chaos:
             fault.detail = f"{seconds:.0f}s"
         elif kind == "api_kill":
             index = rng.randrange(len(d.apis))
+            seconds = rng.uniform(*API_DOWN_SECONDS)
             d.apis[index].kill()
+            await asyncio.sleep(seconds)  # down past the SDK's own reconnect budget: its clients go to the other
             await asyncio.to_thread(d.apis[index].start)
-            fault.detail = f"api-{index}"
+            fault.detail = f"api-{index} {seconds:.0f}s"
         else:
             index = rng.randrange(len(d.workers))
             seconds = HEARTBEAT_SECONDS * rng.uniform(1.5, 3)

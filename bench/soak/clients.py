@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from langgraph_sdk import get_client
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
@@ -129,9 +130,16 @@ class Clients:
         known = await self._retrying(lambda sdk: self._run_ids(sdk, thread_id), url)
         run_id: str | None = None
         seen: list[str] = []
-        reconnects = refused = 0
+        refused = 0
+        resumes: list[str] = []  # every request that resumed the stream: the SDK's own reconnects and the driver's
+
+        async def count_resume(request: httpx.Request) -> None:
+            if "last-event-id" in request.headers:
+                resumes.append(request.headers["last-event-id"])
+
         while True:
             sdk = get_client(url=url)
+            sdk.http.client.event_hooks["request"].append(count_resume)
             try:
                 if run_id is None:
                     new = [r for r in await self._run_ids(sdk, thread_id) if r not in known]
@@ -146,16 +154,14 @@ class Clients:
                         run_id = part.data["run_id"]
                     elif part.event != "end" and part.id is not None:
                         seen.append(part.id)
-                return {"run_id": run_id, "ids": seen, "reconnects": reconnects, "thread_id": thread_id}
+                return {"run_id": run_id, "ids": seen, "reconnects": len(resumes), "thread_id": thread_id}
             except Exception as exc:  # this server went away mid-stream: the other serves the run
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if status is not None and 400 <= status < 500:
                     refused += 1
                     if refused > 3:
                         self.problems.append(f"{thread_id}: the API refused {run} with {status}: {exc}")
-                        return {"run_id": run_id, "ids": seen, "reconnects": reconnects, "thread_id": thread_id}
-                else:
-                    reconnects += 1
+                        return {"run_id": run_id, "ids": seen, "reconnects": len(resumes), "thread_id": thread_id}
                 url = urls[(urls.index(url) + 1) % len(urls)]
                 await asyncio.sleep(POLL_SECONDS)
 

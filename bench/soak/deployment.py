@@ -131,7 +131,10 @@ class Deployment:
             home, self.temporal.address, storage=storage, api={"allow_model_specs": True},
             run={"subagent_enabled": True, "subagents": {"model": self.child_model},
                  "model_call": {"heartbeat_seconds": HEARTBEAT_SECONDS},
-                 "tool_call": {"heartbeat_seconds": HEARTBEAT_SECONDS}},
+                 "tool_call": {"heartbeat_seconds": HEARTBEAT_SECONDS},
+                 # Memory extraction calls the run's model from a per-user workflow whose call count no run's
+                 # script can know: off, so every model call the soak makes is one a script answers.
+                 "middlewares": {"memory": {"enabled": False}}},
         )  # fmt: skip
         # Every process of the deployment polls and starts on one task queue.
         return config.model_copy(update={"temporal": config.temporal.model_copy(update={"task_queue": "soak"})})
@@ -160,8 +163,9 @@ class Deployment:
         return logs
 
     def stop(self) -> None:
-        for api in self.apis:
+        for index, api in enumerate(self.apis):
             api.stop()
+            (self.directory / f"api-{index}.log").write_text("".join(api.stderr))
         for worker in self.workers:
             worker.stop()
         if self.s3.process is not None:
