@@ -29,7 +29,7 @@ async def soak(directory: Path, *, minutes: float, runs: int, seed: int, fault_r
         client = await connect(deployment.config)
         clients = Clients(deployment, client, random.Random(seed))
         driver = Driver(clients, directory / "scripts", seed)
-        chaos = Chaos(deployment, seed)
+        chaos = Chaos(deployment, seed, streaming=clients.streaming)
         stop = asyncio.Event()
         chaos_task = asyncio.create_task(chaos.run(stop))
         until = began + minutes * 60

@@ -16,6 +16,7 @@ import asyncio
 import random
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -43,6 +44,8 @@ class Chaos:
     seed: int
     interval: tuple[float, float] = (8.0, 20.0)
     """Seconds between one fault's repair and the next injection (drawn uniformly)."""
+    streaming: Counter[str] = field(default_factory=Counter)
+    """The clients' count of SSE consumers per API server URL (:attr:`Clients.streaming`)."""
     faults: list[Fault] = field(default_factory=list)
     rounds: int = 0
     """Full rounds injected: each round is every kind once."""
@@ -92,7 +95,7 @@ class Chaos:
             await asyncio.to_thread(d.s3.start)
             fault.detail = f"{seconds:.0f}s"
         elif kind == "api_kill":
-            index = rng.randrange(len(d.apis))
+            index = await self._streaming_api(rng)
             seconds = rng.uniform(*API_DOWN_SECONDS)
             d.apis[index].kill()
             await asyncio.sleep(seconds)  # down past the SDK's own reconnect budget: its clients go to the other
@@ -108,6 +111,18 @@ class Chaos:
         fault.repaired = time.monotonic()
         self.faults.append(fault)
         return fault
+
+    async def _streaming_api(self, rng: random.Random) -> int:
+        """The API server with the most consumers streaming from it, once one has any (a random one if no
+        consumer streams within a minute: the driver may be between SDK runs)."""
+        urls = [api.url for api in self.deployment.apis]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            busiest = max(urls, key=lambda url: self.streaming[url])
+            if self.streaming[busiest] > 0:
+                return urls.index(busiest)
+            await asyncio.sleep(0.1)
+        return rng.randrange(len(urls))
 
     def measure(self, settles: list[float]) -> None:
         """Each fault's recovery time from the moments runs settled."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,8 @@ class Clients:
     client: Client
     rng: random.Random
     cli_logs: list[str] = field(default_factory=list)
+    streaming: Counter[str] = field(default_factory=Counter)
+    """SSE consumers reading from each API server (by URL) right now: the chaos kills one that has some."""
     problems: list[str] = field(default_factory=list)
     """What a client saw go wrong that is the system's fault (a command that hung, a stream that duplicated)."""
 
@@ -149,11 +152,15 @@ class Clients:
                 else:
                     last = seen[-1] if seen else "-1"
                     parts = sdk.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id=last)
-                async for part in parts:
-                    if part.event == "metadata":
-                        run_id = part.data["run_id"]
-                    elif part.event != "end" and part.id is not None:
-                        seen.append(part.id)
+                self.streaming[url] += 1
+                try:
+                    async for part in parts:
+                        if part.event == "metadata":
+                            run_id = part.data["run_id"]
+                        elif part.event != "end" and part.id is not None:
+                            seen.append(part.id)
+                finally:
+                    self.streaming[url] -= 1
                 return {"run_id": run_id, "ids": seen, "reconnects": len(resumes), "thread_id": thread_id}
             except Exception as exc:  # this server went away mid-stream: the other serves the run
                 status = getattr(getattr(exc, "response", None), "status_code", None)
