@@ -5,7 +5,8 @@
 - ``state``: each thread's committed state (read through ``langgraph-sdk``'s ``get_state``) equals what its
   script implies (:func:`bench.soak.scenarios.state_problems`).
 - ``replay``: every workflow history in the namespace replays against the current code.
-- ``sandbox``: every run that acquired a sandbox released it, and no sandbox process is left on the machine.
+- ``sandbox``: every run that used a sandbox (acquired it, or ran a tool in it) released it, and no sandbox
+  process is left on the machine.
 - ``streams``: every SSE consumer saw each event of its run exactly once, across its reconnects, in the order
   ``join_stream`` from ``-1`` replays the run.
 - ``logs``: no ``TMPRL1100``/``TMPRL1101``, traceback or unraisable exception in any process's log.
@@ -28,7 +29,7 @@ from bench.soak.scenarios import Scenario, state_problems
 from tests.support import scheduled_activities
 from workers.payloads import data_converter_for
 from workers.worker import WORKFLOWS, workflow_runner
-from workflows.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE
+from workflows.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE, TOOL_EXECUTE
 from workflows.run import workflow_id_for
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -98,8 +99,10 @@ async def replay_and_sandboxes(clients: Clients) -> tuple[list[str], list[str], 
         if result.replay_failure is not None:
             replay.append(f"{history.workflow_id}: {result.replay_failure}")
         names = [name for name, _ in scheduled_activities(list(history.events))]
-        if SANDBOX_ACQUIRE in names and SANDBOX_RELEASE not in names[names.index(SANDBOX_ACQUIRE) :]:
-            sandbox.append(f"{history.workflow_id}: acquired a sandbox and never released it")
+        # A sandbox is acquired eagerly (sandbox.acquire) or by the first tool call; after_agent releases it.
+        uses = [index for index, name in enumerate(names) if name in (SANDBOX_ACQUIRE, TOOL_EXECUTE)]
+        if uses and SANDBOX_RELEASE not in names[uses[0] :]:
+            sandbox.append(f"{history.workflow_id}: used a sandbox and never released it")
         closed = history.events[-1].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
         if not closed:
             sandbox.append(f"{history.workflow_id}: its history has not closed")
