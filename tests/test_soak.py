@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bench.soak.__main__ import soak
 from bench.soak.chaos import FAULT_KINDS
 from bench.soak.report import table
 from bench.soak.scenarios import KINDS
 
 
+@pytest.mark.timeout(900)  # one round of faults takes about 2.5 min by its schedule, plus the deployment's boot
 async def test_a_round_of_every_fault_loses_nothing(tmp_path: Path) -> None:
     result = await soak(tmp_path / "soak", minutes=0, runs=len(KINDS), seed=19, fault_rounds=1)
     print(table(result))  # shown when the test fails
