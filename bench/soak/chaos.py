@@ -97,6 +97,7 @@ class Chaos:
         elif kind == "api_kill":
             index = await self._streaming_api(rng)
             seconds = rng.uniform(*API_DOWN_SECONDS)
+            fault.injected = time.monotonic()  # the wait for a streaming consumer is not part of the fault
             d.apis[index].kill()
             await asyncio.sleep(seconds)  # down past the SDK's own reconnect budget: its clients go to the other
             await asyncio.to_thread(d.apis[index].start)

@@ -1,16 +1,19 @@
-"""A live API stream whose run closes under it: the consumer read the chain as open, then the run ended before
-the stream's next poll. The poll is refused (no worker replays a closed run), and the rest of the stream comes
-from the run's archive instead of the refusal ending the response with a server error (found by bench.soak)."""
+"""The Agent Server under the faults bench.soak found it mishandling: a live stream whose run closes under it
+(the consumer read the chain as open, the run ended before the stream's next poll: the poll is refused, no
+worker replays a closed run, and the rest comes from the run's archive instead of a 500), and storage down (503
+with a one-line reason, which clients retry, instead of an unhandled exception)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client
 
 from tests.support import answer, calls, make_config, running_worker, tool_call, write_script
 from tests.support.inprocess_api import serving_api
+from tests.support.s3server import S3Server, s3_storage_settings
 from workers.api import records
 from workers.api.status import Chain, chain
 from workers.api.stream import RunFrames, run_frames
@@ -46,3 +49,25 @@ async def test_a_stream_that_saw_its_run_open_reads_the_rest_from_the_archive(
     assert live == archived
     assert [f.data["kind"] for f in live if f.event == "custom"][-1] == "run_finished"
     assert [f.data for f in live if f.event == "values"][-1]["messages"][-1]["content"] == "all done"
+
+
+async def test_storage_down_is_a_503_the_client_can_retry(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path
+) -> None:
+    s3 = S3Server(tmp_path / "s3")
+    s3.start()
+    try:
+        config = make_config(home, temporal_address, storage=s3_storage_settings(s3, s3.create_bucket("api-down")))
+        async with serving_api(config, await connect(config)) as url:
+            sdk = get_client(url=url)
+            thread_id = (await sdk.threads.create())["thread_id"]
+            s3.stop()
+            with pytest.raises(Exception) as refused:
+                await sdk.runs.list(thread_id)
+            response = refused.value.response  # type: ignore[attr-defined]
+            assert response.status_code == 503
+            assert response.json()["detail"].startswith("storage unavailable: S3 ")
+            s3.start()
+            assert await sdk.runs.list(thread_id) == []
+    finally:
+        s3.stop()
