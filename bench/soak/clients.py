@@ -134,11 +134,11 @@ class Clients:
         run_id: str | None = None
         seen: list[str] = []
         refused = 0
-        resumes: list[str] = []  # every request that resumed the stream: the SDK's own reconnects and the driver's
+        resumes: list[str] = []  # every request rejoining the stream: the SDK's own reconnects and the driver's
 
         async def count_resume(request: httpx.Request) -> None:
-            if "last-event-id" in request.headers:
-                resumes.append(request.headers["last-event-id"])
+            if request.method == "GET" and request.url.path.endswith("/stream"):
+                resumes.append(request.headers.get("last-event-id", ""))
 
         while True:
             sdk = get_client(url=url)
