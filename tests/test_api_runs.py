@@ -18,16 +18,14 @@ from temporalio.client import Client
 from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from tests.support.inprocess_api import serving_api
 from workers.config import HartflowConfig, open_object_store
-from workers.payloads import client_for
+from workers.worker import connect
 from workflows.run import workflow_id_for
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
 
 
-def ask(question: str, options: list[str] | None = None) -> dict[str, Any]:
-    args: dict[str, Any] = {"question": question, "clarification_type": "approach_choice"}
-    if options:
-        args["options"] = options
+def ask(question: str, options: list[str]) -> dict[str, Any]:
+    args = {"question": question, "clarification_type": "approach_choice", "options": options}
     return calls(tool_call("ask_clarification", unique("call"), **args))
 
 
@@ -52,7 +50,7 @@ def api_config(home: Path, temporal_address: str, scripts: dict[str, str]) -> Ha
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = client_for(client, api_config)
+    connected = await connect(api_config)  # the client hartflow serve makes (closed runs: never queried)
     async with running_worker(client, api_config), serving_api(api_config, connected) as base:
         yield base
 
@@ -136,6 +134,7 @@ async def test_wait_equals_get_state_and_history_is_newest_first(url: str, scrip
     assert versions == sorted(versions, reverse=True) and len(versions) >= 2
     assert history[0]["values"] == (await sdk.threads.get_state(thread["thread_id"]))["values"]
     assert len(history[1]["values"]["messages"]) < len(history[0]["values"]["messages"])
+    assert await sdk.threads.get_state(thread["thread_id"], checkpoint_id=versions[1]) == history[1]
     runs = await sdk.runs.list(thread["thread_id"])
     assert [r["status"] for r in runs] == ["success", "success"]
 
@@ -200,7 +199,7 @@ async def test_a_busy_thread_conflicts_and_cancel_twice_is_409(
     script = write_script(tmp_path, [{"content": "slow", "wait_for_file": str(release)}])
     recorder = ["tests.recording_middlewares:RecorderA"]
     config = make_config(home, temporal_address, model=script, run={"extensions": recorder})
-    async with running_worker(client, config), serving_api(config, client_for(client, config)) as base:
+    async with running_worker(client, config), serving_api(config, await connect(config)) as base:
         sdk = get_client(url=base)
         thread_id = (await sdk.threads.create())["thread_id"]
         run = await sdk.runs.create(thread_id, "hartflow", input=user("hold on"))

@@ -5,10 +5,12 @@ process answering for the first. ``hartflow serve`` runs as its own process wher
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client, WorkflowFailureError
@@ -16,8 +18,12 @@ from temporalio.client import Client, WorkflowFailureError
 from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from tests.support.api_server import ApiServer, CuttingProxy, write_config
 from tests.support.inprocess_api import serving_api
-from workers.config import HartflowConfig
-from workers.payloads import client_for
+from workers.api import records
+from workers.api.status import Chain
+from workers.api.stream import RunFrames, run_frames
+from workers.config import HartflowConfig, open_object_store
+from workers.worker import connect
+from workflows.contracts import ThreadRef
 from workflows.run import workflow_id_for
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
@@ -66,7 +72,7 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path, release: Path)
 @pytest.fixture
 async def worker(client: Client, api_config: HartflowConfig) -> AsyncIterator[Client]:
     async with running_worker(client, api_config):
-        yield client_for(client, api_config)
+        yield await connect(api_config)  # the client hartflow serve makes (closed runs: never queried)
 
 
 async def test_join_stream_after_a_drop_from_any_event_id(worker: Client, api_config: HartflowConfig,
@@ -182,3 +188,61 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
             first.stop()
             second.stop()
             print("".join(first.stderr + second.stderr))  # shown when the test fails
+
+
+async def test_a_run_that_closes_while_its_stream_is_read_ends_from_its_archive(
+    client: Client, ask_config: HartflowConfig
+) -> None:
+    """The reader saw the workflow open, but it closed before its last items were polled: the server's client
+    refuses queries of closed runs (as ``hartflow serve``'s does), so the tail comes from the run archive."""
+    serving = await connect(ask_config)
+    async with running_worker(client, ask_config), serving_api(ask_config, serving) as url:
+        sdk = get_client(url=url)
+        thread_id = (await sdk.threads.create())["thread_id"]
+        await sdk.runs.wait(thread_id, "hartflow", input=user("pick"))
+        resumed = await sdk.runs.wait(thread_id, "hartflow", command={"resume": "blue"})
+        run = (await sdk.runs.list(thread_id))[0]
+        thread = ThreadRef(ask_config.user_id, thread_id)
+        record = records.run_record(open_object_store(ask_config), thread, run["run_id"])
+        assert record is not None
+        stale = Chain(record.workflow_run_id, "running")  # as described a moment before it closed
+        read = RunFrames(record, ["values"])
+        parts = [f async for f in run_frames(serving, open_object_store(ask_config), thread, read, None, stale)]
+        assert parts and read.outcome is not None and read.outcome["kind"] == "run_finished"
+        assert parts[-1].data == resumed
+
+
+async def test_a_held_run_keeps_its_connections_alive(worker: Client, api_config: HartflowConfig,
+                                                     release: Path) -> None:
+    """While a run is held, a stream carries heartbeat comments and a wait carries newlines before its JSON, so
+    no proxy or client read timeout cuts them (no SDK call shows either: plain HTTP)."""
+    async with serving_api(api_config, worker) as url, httpx.AsyncClient(base_url=url, timeout=60) as raw:
+        thread_id = (await raw.post("/threads", json={})).json()["thread_id"]
+        run = {"input": user("go"), "stream_mode": ["values"]}
+        async with raw.stream("POST", f"/threads/{thread_id}/runs/stream", json=run) as stream:
+            lines = stream.aiter_lines()
+            async for line in lines:
+                if line.startswith(":"):
+                    break  # a heartbeat comment arrived while the run is held
+        run_id = next(r["run_id"] for r in (await raw.get(f"/threads/{thread_id}/runs")).json())
+        async with raw.stream("GET", f"/threads/{thread_id}/runs/{run_id}/join") as joined:
+            chunks = joined.aiter_bytes()
+            assert (await anext(chunks)).strip() == b""  # the run is still held: only keep-alive so far
+            release.touch()
+            body = b"".join([chunk async for chunk in chunks])
+        assert json.loads(body)["messages"][-1]["content"] == "released"
+
+
+async def test_a_failed_run_streams_an_error_and_leaves_the_thread_in_error(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path
+) -> None:
+    broken = make_config(home, temporal_address, model=write_script(tmp_path, []))  # the model has no answer
+    async with running_worker(client, broken), serving_api(broken, await connect(broken)) as url:
+        sdk = get_client(url=url)
+        thread_id = (await sdk.threads.create())["thread_id"]
+        parts = await collect(sdk.runs.stream(thread_id, "hartflow", input=user("hi"), stream_mode=MODES))
+        assert [p.event for p in parts][-2:] == ["error", "end"]
+        assert set(parts[-2].data) == {"error", "message"}
+        assert (await sdk.runs.get(thread_id, parts[0].data["run_id"]))["status"] == "error"
+        assert (await sdk.threads.get(thread_id))["status"] == "error"
+        assert "__error__" in await sdk.runs.join(thread_id, parts[0].data["run_id"])

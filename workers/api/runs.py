@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 from sse_starlette.sse import EventSourceResponse
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError
 
 from workers.api import records, status
@@ -25,6 +25,7 @@ from workflows.contracts import ThreadRef
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10
+KEEPALIVE_SECONDS = 5
 _background: set[asyncio.Task[Any]] = set()
 
 
@@ -34,13 +35,15 @@ def _locations(record: records.RunRecord, tail: str) -> dict[str, str]:
     return {"Location": f"{run}/{tail}", "Content-Location": run}
 
 
-async def _status_of(context: ApiContext, thread: ThreadRef, record: records.RunRecord,
-                     current: status.Chain | None = None) -> tuple[str, status.Chain]:
-    current = current or await status.chain(context.client, thread)
+async def _status_of(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> str:
+    current = await status.chain(context.client, thread)
     siblings = await asyncio.to_thread(records.run_records, context.objects, thread)
-    followed = any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset
-                   for o in siblings)
-    return status.run_status(record, current, followed), current
+    return status.run_status(record, current, _followed(record, siblings))
+
+
+def _followed(record: records.RunRecord, siblings: list[records.RunRecord]) -> bool:
+    """A later run resumed the same workflow: this one ended at a pause."""
+    return any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset for o in siblings)
 
 
 def _run_view(record: records.RunRecord, run_status: str) -> dict[str, Any]:
@@ -91,6 +94,22 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
             task.add_done_callback(_background.discard)
 
 
+def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[str, str]) -> StreamingResponse:
+    """The run's result as JSON once it settles; until then a newline every few seconds (JSON allows leading
+    whitespace), so no proxy or client read timeout ends a long wait."""
+
+    async def body() -> AsyncIterator[bytes]:
+        task = asyncio.ensure_future(result)
+        try:
+            while not (await asyncio.wait({task}, timeout=KEEPALIVE_SECONDS))[0]:
+                yield b"\n"
+            yield json.dumps(task.result(), ensure_ascii=False).encode("utf-8")
+        finally:
+            task.cancel()  # the client went away: stop reading the run (the run itself goes on)
+
+    return StreamingResponse(body(), media_type="application/json", headers=headers)
+
+
 async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> dict[str, Any]:
     frames = RunFrames(record, ["values"])
     current = await status.chain(context.client, thread)
@@ -103,7 +122,7 @@ async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRec
 async def create_run(body: RunCreate, thread: Thread,
                      context: Context) -> JSONResponse:
     record = await begin(context, thread, body)
-    run_status, _ = await _status_of(context, thread, record)
+    run_status = await _status_of(context, thread, record)
     return JSONResponse(_run_view(record, run_status), headers=_locations(record, "stream"))
 
 
@@ -118,9 +137,9 @@ async def stream_run(body: RunCreate, thread: Thread,
 
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(body: RunCreate, thread: Thread,
-                   context: Context) -> JSONResponse:
+                   context: Context) -> StreamingResponse:
     record = await begin(context, thread, body)
-    return JSONResponse(await _settle(context, thread, record), headers=_locations(record, "join"))
+    return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
 @router.get("/threads/{thread_id}/runs")
@@ -131,9 +150,7 @@ async def list_runs(thread: Thread, context: Context,
     current = await status.chain(context.client, thread)
     views = []
     for record in found:
-        followed = any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset
-                       for o in found)
-        view = _run_view(record, status.run_status(record, current, followed))
+        view = _run_view(record, status.run_status(record, current, _followed(record, found)))
         if status_filter in (None, view["status"]):
             views.append(view)
     return views[offset : offset + limit]
@@ -143,15 +160,15 @@ async def list_runs(thread: Thread, context: Context,
 async def get_run(run_id: str, thread: Thread,
                   context: Context) -> dict[str, Any]:
     record = await _record(context, thread, run_id)
-    run_status, _ = await _status_of(context, thread, record)
+    run_status = await _status_of(context, thread, record)
     return _run_view(record, run_status)
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(run_id: str, thread: Thread,
-                   context: Context) -> JSONResponse:
+                   context: Context) -> StreamingResponse:
     record = await _record(context, thread, run_id)
-    return JSONResponse(await _settle(context, thread, record), headers=_locations(record, "join"))
+    return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
@@ -171,7 +188,7 @@ async def cancel_run(run_id: str, thread: Thread, context: Context,
     if action == "rollback":
         raise HTTPException(422, "action 'rollback' is not served: a durable run keeps what it committed")
     record = await _record(context, thread, run_id)
-    run_status, _ = await _status_of(context, thread, record)
+    run_status = await _status_of(context, thread, record)
     if run_status not in ("pending", "running"):
         raise HTTPException(409, f"run {run_id} is {run_status}: only a running run can be cancelled")
     handle = context.client.get_workflow_handle(record.workflow_id)

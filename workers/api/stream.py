@@ -125,40 +125,31 @@ async def _items(
     client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
 ) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
     """The stream items of the run's workflow chain, offset order: from the live workflow stream while the
-    chain is open, else from its run archive (no worker, no replay)."""
-    if current.first_run_id != record.workflow_run_id or not current.active:
-        archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
-        if archive is not None:
-            for event in archive.events:
-                yield event.offset, event.topic, event.data
+    chain is open, else (also when it closes while being read) from its run archive: no worker, no replay."""
+    next_offset = 0
+    if current.first_run_id == record.workflow_run_id and current.active:
+        stream = WorkflowStreamClient.create(client, record.workflow_id)
+        items = stream.subscribe(
+            [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN
+        )
+        try:
+            async for item in items:
+                yield item.offset, item.topic, item.data
+                next_offset = item.offset + 1
             return
-        return  # closed before runs were archived: its stream went with it (reading it would replay history)
-    stream = WorkflowStreamClient.create(client, record.workflow_id)
-    items = stream.subscribe(
-        [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN
-    )
-    following = 0
-    try:
-        async for item in items:
-            following = item.offset + 1
-            yield item.offset, item.topic, item.data
-    except WorkflowQueryRejectedError:
-        # The chain closed after ``current`` was read (its poll is refused, no worker replays it): the archive,
-        # written with the run's final commit, holds the rest of its stream.
-        archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
-        for event in archive.events if archive is not None else []:
-            if event.offset >= following:
-                yield event.offset, event.topic, event.data
-    finally:
-        await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
+        except WorkflowQueryRejectedError:
+            pass  # it closed before its last items were read: the archive it wrote before closing has them
+        finally:
+            await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
+    archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
+    for event in archive.events if archive is not None else []:
+        if event.offset >= next_offset:
+            yield event.offset, event.topic, event.data
+    # No archive: the chain closed before runs were archived, and its stream went with it.
 
 
 async def run_frames(
-    client: Client,
-    objects: ObjectStore,
-    thread: ThreadRef,
-    frames: RunFrames,
-    after: tuple[int, int] | None,
+    client: Client, objects: ObjectStore, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
     current: Chain,
 ) -> AsyncIterator[Frame]:
     """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends. A segment that

@@ -180,3 +180,17 @@ async def get_history(body: HistoryRequest, thread: Thread,
         pending = status.interrupts(current, committed["state"]) if not states else []
         states.append(state_view(thread, committed["state"], version, committed.get("committed_at"), pending))
     return states
+
+
+@router.get("/threads/{thread_id}/state/{checkpoint_id}")
+async def get_state_at(checkpoint_id: str, thread: Thread, context: Context) -> dict[str, Any]:
+    """One retained version (``checkpoint_id`` ``v{N}``, as history names them); a pruned one is 404."""
+    await asyncio.to_thread(require_record, context, thread)
+    version = int(checkpoint_id[1:]) if checkpoint_id[:1] == "v" and checkpoint_id[1:].isdigit() else None
+    committed = None if version is None else await asyncio.to_thread(context.store.version_record, thread, version)
+    if committed is None:
+        raise HTTPException(404, f"checkpoint {checkpoint_id!r} of thread {thread.thread_id} is not retained")
+    values, newest, _ = await asyncio.to_thread(committed_values, context, thread)
+    current = await status.chain(context.client, thread)
+    pending = status.interrupts(current, values) if version == newest else []
+    return state_view(thread, committed["state"], int(committed["version"]), committed.get("committed_at"), pending)
