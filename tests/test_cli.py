@@ -188,3 +188,14 @@ def test_signal_replies_through_the_cli(cli_env: Path, capsys: pytest.CaptureFix
     assert code == 0 and json.loads(out)["final_message"] == "signalled"
     code, out, _ = _cli(capsys, "state", "t-signal", "--json")
     assert json.loads(out)["messages"][-2]["additional_kwargs"]["human_input_response"]["value"] == "blue"
+
+
+def test_a_temporal_server_that_is_down_is_one_line_exit_1(tmp_path: Path) -> None:
+    """Found by bench.soak: ``hartflow reply`` while the Temporal server was being restarted printed the SDK's
+    ``RuntimeError: Failed client connect`` traceback."""
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    done = _hartflow(tmp_path, {**env, "TEMPORAL_ADDRESS": address}, "reply", "some-thread", "blue")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"hartflow: error: cannot reach the Temporal server at {address}: ")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

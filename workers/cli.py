@@ -47,7 +47,7 @@ from workers import progress, telemetry
 from workers.config import ConfigError, HartflowConfig, load_config, open_object_store
 from workers.devserver import DevServerError, TemporalCliNotFound, ensure_search_attributes, hard_exit
 from workers.run_reader import RunClosed, RunReader, first_run_id, query_open
-from workers.stack import Stack
+from workers.stack import Stack, TemporalUnreachable
 from workers.worker import build_worker, ensure_sweeper_schedule, thread_store
 from workflows import search_attributes as sa
 from workflows.contracts import ThreadRef, UploadedFile
@@ -920,6 +920,9 @@ def run_command(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except StorageError as exc:
         _fail(args, f"storage unavailable: {exc}")
+        return EXIT_FAILED
+    except TemporalUnreachable as exc:
+        _fail(args, str(exc))
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted; runs are durable — see them again with: hartflow status THREAD", file=sys.stderr)

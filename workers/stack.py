@@ -29,6 +29,10 @@ from workers.worker import build_worker, connect
 EMBEDDED_HOST = "127.0.0.1"
 
 
+class TemporalUnreachable(Exception):
+    """The configured (or already running embedded) Temporal server does not answer."""
+
+
 class Stack:
     """An async context manager giving a connected client (and a worker when one is needed)."""
 
@@ -82,7 +86,10 @@ class Stack:
         temporal = self.config.temporal
         if temporal.address or port_answers(EMBEDDED_HOST, temporal.embedded_port):
             address = temporal.address or f"{EMBEDDED_HOST}:{temporal.embedded_port}"
-            self._client = await connect(self.config, address, serve_metrics=self.serve_metrics)
+            try:
+                self._client = await connect(self.config, address, serve_metrics=self.serve_metrics)
+            except RuntimeError as exc:  # the SDK's "Failed client connect": the server is down or not there
+                raise TemporalUnreachable(f"cannot reach the Temporal server at {address}: {exc}") from None
             await ensure_search_attributes(self._client, temporal.namespace)
             if self.need_worker:
                 await self._warn_without_worker()
