@@ -26,13 +26,23 @@ def _orphans_of_killed_workers(result: SoakResult) -> list[str]:
     return [p for p in result.problems["sandbox"] if (m := orphan.match(p)) and m.group(1) in killed]
 
 
+def _api_streams_cut_by_a_temporal_restart(result: SoakResult) -> list[str]:
+    """KNOWN DEFECT, open (README, Soak): an API stream following a live run while the Temporal server restarts
+    ends with the SDK's ``RPCError: transport error`` traceback in the server's log (the consumer reconnects and
+    misses nothing: the ``streams`` check still holds). Tolerated only when the chaos restarted Temporal."""
+    if not any(f.kind == "temporal_restart" for f in result.faults):
+        return []
+    signature = "a traceback ending 'temporalio.service.RPCError: transport error'"
+    return [p for p in result.problems["logs"] if p.startswith("api-") and signature in p.split("\n", 1)[0]]
+
+
 @pytest.mark.timeout(900)  # one round of faults takes about 2.5 min by its schedule, plus the deployment's boot
 async def test_a_round_of_every_fault_loses_nothing(tmp_path: Path) -> None:
     result = await soak(tmp_path / "soak", minutes=0, runs=len(KINDS), seed=19, fault_rounds=1)
     print(table(result))  # shown when the test fails
     assert {s.kind for s in result.scenarios} == set(KINDS)
     assert {f.kind for f in result.faults} == set(FAULT_KINDS)
-    known = _orphans_of_killed_workers(result)
+    known = _orphans_of_killed_workers(result) + _api_streams_cut_by_a_temporal_restart(result)
     problems = {check: [p for p in found if p not in known] for check, found in result.problems.items()}
     assert {check: found for check, found in problems.items() if found} == {}
     assert [s.outcome["status"] for s in result.scenarios] == [s.expected_status for s in result.scenarios]
