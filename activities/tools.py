@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.sandbox.base import Sandbox, SandboxError, SandboxProvider
+from activities.sandbox.base import CURRENT_CANCEL_SCOPE, CancelScope, Sandbox, SandboxError, SandboxProvider
 from activities.sandbox.pod_files import PodWorkingCopy
 from activities.sandbox.remote import RemoteSandbox
 from activities.storage import wait_out_outage
@@ -165,9 +165,7 @@ def ls(sandbox: Sandbox, args: LsArgs) -> str:
     entries = sandbox.list_dir(args.path)
     if not entries:
         return "(empty)"
-    return _truncate_head(
-        "\n".join(entries), LS_OUTPUT_MAX_CHARS, "Use a more specific path to see fewer results"
-    )
+    return _truncate_head("\n".join(entries), LS_OUTPUT_MAX_CHARS, "Use a more specific path to see fewer results")
 
 
 def read_file(sandbox: Sandbox, args: ReadFileArgs) -> str:
@@ -182,9 +180,7 @@ def read_file(sandbox: Sandbox, args: ReadFileArgs) -> str:
     content = sandbox.read_file(args.path, start, end)
     if not content:
         return "(start_line exceeds file length)" if start is not None and start > 1 else "(empty)"
-    return _truncate_head(
-        content, READ_FILE_OUTPUT_MAX_CHARS, "Use start_line/end_line to read a specific range"
-    )
+    return _truncate_head(content, READ_FILE_OUTPUT_MAX_CHARS, "Use start_line/end_line to read a specific range")
 
 
 def write_file(sandbox: Sandbox, args: WriteFileArgs) -> str:
@@ -366,7 +362,19 @@ class ToolActivities:
 
     async def _in_thread(self, work: Callable[[], T]) -> T:
         """Run blocking sandbox work off the event loop, heartbeating so a dead worker is noticed quickly
-        while a long command still counts as alive."""
+        while a long command still counts as alive. Cancelled (the run was cancelled, or the activity timed
+        out), it stops what the work started: the thread itself cannot be cancelled."""
+        scope = CancelScope()
+        token = CURRENT_CANCEL_SCOPE.set(scope)  # this task's context, which to_thread copies into the thread
+        try:
+            return await self._heartbeating(work)
+        except asyncio.CancelledError:
+            scope.cancel()
+            raise
+        finally:
+            CURRENT_CANCEL_SCOPE.reset(token)
+
+    async def _heartbeating(self, work: Callable[[], T]) -> T:
         if not activity.in_activity():
             return await asyncio.to_thread(work)
         interval = self._heartbeat_interval

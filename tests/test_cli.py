@@ -213,3 +213,12 @@ def test_a_query_nobody_can_answer_is_one_line_not_a_traceback(
     assert err.count("\n") == 1 and err.startswith(f"hartflow: error: Temporal server at {temporal_address}: "), err
     assert "hartflow worker" in err and "Traceback" not in err
     assert "error" in json.loads(out)
+def test_a_temporal_server_that_is_down_is_one_line_exit_1(tmp_path: Path) -> None:
+    """Found by bench.soak: ``hartflow reply`` while the Temporal server was being restarted printed the SDK's
+    ``RuntimeError: Failed client connect`` traceback."""
+    address = f"127.0.0.1:{free_port()}"  # nothing listens there
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    done = _hartflow(tmp_path, {**env, "TEMPORAL_ADDRESS": address}, "reply", "some-thread", "blue")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"hartflow: error: cannot reach the Temporal server at {address}: ")
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1

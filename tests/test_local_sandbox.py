@@ -11,6 +11,7 @@ import pytest
 from activities.paths import ThreadPaths
 from activities.sandbox import Sandbox, SandboxError
 from activities.sandbox.local import LOCAL_HOST_BASH_DISABLED_MESSAGE, LocalSandboxProvider
+from tests.support.faults import process_alive
 
 WS = "/mnt/user-data/workspace"
 
@@ -40,14 +41,6 @@ def sandbox(home: Path) -> Sandbox:
 @pytest.fixture
 def shell(home: Path) -> Sandbox:
     return _sandbox(home, allow_host_bash=True, bash_timeout=10)
-
-
-def _alive(pid: int) -> bool:
-    """A zombie counts as dead: PID 1 in a container may never reap the killed command's children."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 # -- provider --------------------------------------------------------------------------------------------
@@ -310,9 +303,9 @@ def test_bash_timeout_kills_the_whole_process_group(shell: Sandbox, paths: Threa
     assert out.endswith("\nExit Code: 124")
     child = int((paths.workspace / "child.pid").read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while process_alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child)
+    assert not process_alive(child)
 
 
 def test_bash_does_not_wait_for_backgrounded_processes(shell: Sandbox) -> None:
@@ -321,9 +314,7 @@ def test_bash_does_not_wait_for_backgrounded_processes(shell: Sandbox) -> None:
     assert time.monotonic() - started < 2.5
 
 
-def test_bash_environment_drops_secret_looking_variables(
-    shell: Sandbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_bash_environment_drops_secret_looking_variables(shell: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HF_API_KEY", "HF_CLIENT_SECRET", "HF_Token", "HF_DB_PASSWORD"):
         monkeypatch.setenv(name, "hunter2")
     monkeypatch.setenv("HF_HARMLESS", "visible")

@@ -26,6 +26,7 @@ from tests.support import (
     tool_call,
     write_script,
 )
+from tests.support.faults import wait_for_exit, wait_for_file
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
@@ -233,6 +234,23 @@ async def test_a_cancelled_run_releases_too(client: Client, home: Path, temporal
     assert paused.status == "awaiting_input" and before_cancel == []
     assert _releases(activities) == ["Sandbox.after_agent · release"]
     assert _state(home, paused.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{paused.thread_id}"}
+
+
+async def test_a_run_cancelled_in_a_bash_call_stops_the_command(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """The tool activity runs bash in a thread, which cancelling the activity does not stop: the sandbox kills
+    the command's process group, or the cancelled run would leave it running (until the bash timeout)."""
+    config = make_config(home, temporal_address)
+    pid_file = home / "command.pid"
+    hang = tool_call("bash", "b1", command=f"echo $$ > {pid_file}; sleep 3600")
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "hang", model=write_script(home, [calls(hang), answer("never")]))
+        await wait_for_file(pid_file)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        await wait_for_exit(int(pid_file.read_text()))
 
 
 async def test_eager_mode_acquires_before_the_agent_on_a_real_run(

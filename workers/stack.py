@@ -44,6 +44,10 @@ _AFTER_GRACE_SECONDS = 1.0
 is stuck in a tool."""
 
 
+class TemporalUnreachable(Exception):
+    """The configured (or already running embedded) Temporal server does not answer."""
+
+
 class Stack:
     """An async context manager giving a connected client (and a worker when one is needed)."""
 
@@ -99,7 +103,10 @@ class Stack:
             await asyncio.to_thread(stop_left_behind, self.config.home, temporal.embedded_port)
         if temporal.address or port_answers(EMBEDDED_HOST, temporal.embedded_port):
             address = temporal.address or f"{EMBEDDED_HOST}:{temporal.embedded_port}"
-            self._client = await connect(self.config, address, serve_metrics=self.serve_metrics)
+            try:
+                self._client = await connect(self.config, address, serve_metrics=self.serve_metrics)
+            except RuntimeError as exc:  # the SDK's "Failed client connect": the server is down or not there
+                raise TemporalUnreachable(f"cannot reach the Temporal server at {address}: {exc}") from None
             await ensure_search_attributes(self._client, temporal.namespace)
             if self.need_worker:
                 await self._warn_without_worker()

@@ -6,7 +6,10 @@ only ever sees the paths it would see inside a container, whichever backend runs
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 
@@ -126,3 +129,42 @@ class SandboxProvider(ABC):
     @abstractmethod
     def release(self, sandbox_id: str) -> None:
         """End this run's use of the sandbox; releasing an unknown or released id is a no-op."""
+
+
+class CancelScope:
+    """Cancellation of blocking sandbox work, reaching into the thread it runs in.
+
+    A tool activity runs the sandbox's blocking calls in a worker thread; cancelling the activity cancels only
+    the coroutine awaiting that thread. The activity therefore sets a scope (:data:`CURRENT_CANCEL_SCOPE`, which
+    ``asyncio.to_thread`` copies into the thread) and cancels it: a sandbox that started a process registers how
+    to stop it, so a cancelled run leaves no command running.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stops: list[Callable[[], None]] = []
+        self.cancelled = False
+
+    def on_cancel(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Call ``stop`` when the scope is cancelled (at once if it already was); returns the unregistering call."""
+        with self._lock:
+            if not self.cancelled:
+                self._stops.append(stop)
+                return lambda: self._discard(stop)
+        stop()
+        return lambda: None
+
+    def _discard(self, stop: Callable[[], None]) -> None:
+        with self._lock:
+            if stop in self._stops:
+                self._stops.remove(stop)
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            stops, self._stops = self._stops, []
+        for stop in stops:
+            stop()
+
+
+CURRENT_CANCEL_SCOPE: ContextVar[CancelScope | None] = ContextVar("sandbox_cancel_scope", default=None)

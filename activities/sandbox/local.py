@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, InvalidIdError, ThreadPaths
-from activities.sandbox.base import GrepMatch, Sandbox, SandboxError, SandboxProvider
+from activities.sandbox.base import CURRENT_CANCEL_SCOPE, GrepMatch, Sandbox, SandboxError, SandboxProvider
 from vocabulary.text import clip
 
 LOCAL_HOST_BASH_DISABLED_MESSAGE = (
@@ -135,6 +135,12 @@ class _PipeReader(threading.Thread):
         return text
 
 
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the command's process group (its own session: the command and whatever it started)."""
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 def _timeout_notice(timeout: float) -> str:
     amount = f"{timeout:g}"
     unit = "second" if timeout == 1 else "seconds"
@@ -236,6 +242,8 @@ class LocalSandbox(Sandbox):
             start_new_session=True,  # its own process group, so a timeout kills the children too
         )
         assert process.stdout is not None and process.stderr is not None
+        scope = CURRENT_CANCEL_SCOPE.get()
+        forget = scope.on_cancel(lambda: _kill_group(process)) if scope is not None else lambda: None
         stdout = _PipeReader(process.stdout, self._capture_limit)
         stderr = _PipeReader(process.stderr, self._capture_limit)
         timed_out = False
@@ -243,10 +251,10 @@ class LocalSandbox(Sandbox):
             process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
+            _kill_group(process)
             process.wait()
         finally:
+            forget()
             stdout.join(_DRAIN_GRACE_SECONDS)
             stderr.join(_DRAIN_GRACE_SECONDS)
 
@@ -296,9 +304,7 @@ class LocalSandbox(Sandbox):
     def _directory(self, path: str) -> Path:
         root = self._resolve(path, allow_root=True)
         if not root.is_dir():
-            raise SandboxError(
-                f"Path is not a directory: {path}" if root.exists() else f"Directory not found: {path}"
-            )
+            raise SandboxError(f"Path is not a directory: {path}" if root.exists() else f"Directory not found: {path}")
         return root
 
     def list_dir(self, path: str, max_depth: int = 2) -> list[str]:
@@ -352,9 +358,7 @@ class LocalSandbox(Sandbox):
     ) -> list[GrepMatch]:
         root = self._resolve(path, allow_root=True)
         try:
-            regex = re.compile(
-                re.escape(pattern) if literal else pattern, 0 if case_sensitive else re.IGNORECASE
-            )
+            regex = re.compile(re.escape(pattern) if literal else pattern, 0 if case_sensitive else re.IGNORECASE)
         except re.error as e:
             raise SandboxError(f"Invalid regex pattern: {e}") from None
         if root.is_file():

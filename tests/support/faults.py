@@ -120,6 +120,22 @@ def kill_hard(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
+def process_alive(pid: int) -> bool:
+    """A zombie counts as dead: PID 1 in a container may never reap a killed command's children."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+async def wait_for_exit(pid: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while process_alive(pid):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"process {pid} is still running after {timeout:g}s")
+        await asyncio.sleep(POLL_SECONDS)
+
+
 def worker_identity(process: subprocess.Popen[bytes]) -> str:
     """The identity the SDK gives a worker process by default (``pid@host``), as history records it."""
     return f"{process.pid}@{socket.gethostname()}"

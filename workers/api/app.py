@@ -7,6 +7,7 @@ same threads. Errors are JSON ``{"detail": ...}`` with the status codes ``langgr
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -15,11 +16,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 from temporalio.client import Client
 
+from activities.storage import StorageError
 from workers.api import auth, discovery, files, models_route, runs, threads
 from workers.api.deps import ApiContext
 from workers.config import HartflowConfig
 
 PREFIXES = ("", "/api")
+_log = logging.getLogger("hartflow.api")
 
 
 def routers() -> list[APIRouter]:
@@ -35,6 +38,7 @@ def create_app(config: HartflowConfig, client: Client) -> FastAPI:
             app.include_router(router, prefix=prefix)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(StorageError, _storage_error)
     auth.install_api_guard(app, config)
     return app
 
@@ -47,6 +51,14 @@ async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
 async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+
+async def _storage_error(_: Request, exc: Exception) -> JSONResponse:
+    """Storage is down or refusing (an outage, throttling): 503, which clients retry, and one log line — the
+    request did not fail through any fault of the caller's or of the server's code."""
+    assert isinstance(exc, StorageError)
+    _log.warning("storage unavailable: %s", exc)
+    return JSONResponse({"detail": f"storage unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
 
 
 def _one_line(errors: Any) -> str:

@@ -20,6 +20,7 @@ from workers.cli._common import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, config_of
 from workers.cli.parser import build_parser
 from workers.config import ConfigError
 from workers.devserver import DevServerError, TemporalCliNotFound, hard_exit
+from workers.stack import TemporalUnreachable
 
 
 def run_command(argv: list[str] | None = None) -> int:
@@ -37,6 +38,9 @@ def run_command(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except StorageError as exc:
         _fail(args, f"storage unavailable: {exc}")
+        return EXIT_FAILED
+    except TemporalUnreachable as exc:
+        _fail(args, str(exc))
         return EXIT_FAILED
     except RPCError as exc:
         _fail(args, f"Temporal server at {_server_of(args)}: {exc.message}{_rpc_hint(exc)}")
