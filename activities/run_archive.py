@@ -16,6 +16,11 @@ at ``users/{user}/threads/{thread}/runs/{run_id}.json`` on the configured backen
       ]
     }
 
+A stream too large for one activity input arrives in parts (``workflows/run_archive.py``): every part but the
+last is stored first, create-only, at ``runs/{run_id}.part-{k}.json`` (``{"format", "run_id", "part",
+"events"}``); the last one is the record above, with ``"parts": n`` and the events of its own slice, so a reader
+that finds the record finds every part.
+
 ``offset`` is the stream's own global offset (what ``WorkflowStreamClient.subscribe`` reports, and a progress
 event's ``seq``), ``data`` the JSON value the run published on ``topic``. Readers need no Temporal worker: the
 CLI and the API server call :func:`load_run_archive`. A run that closed before archives existed has none
@@ -86,14 +91,32 @@ def read_run_archive(objects: ObjectStore, user_id: str, thread_id: str, run_id:
     if data is None:
         return None
     record: dict[str, Any] = json.loads(data)
+    events = [
+        event
+        for part in range(int(record.get("parts", 1)) - 1)
+        for event in _stored_part(objects, user_id, thread_id, run_id, part)
+    ]
+    events += record["events"]
     return RunArchive(
         thread_id=record["thread_id"],
         run_id=record["run_id"],
         workflow_id=record["workflow_id"],
         view=record["view"],
-        events=[ArchivedEvent(int(e["offset"]), e["topic"], e["data"]) for e in record["events"]],
+        events=[ArchivedEvent(int(e["offset"]), e["topic"], e["data"]) for e in events],
         version=int(record.get("version", 0)),
     )
+
+
+def _part_key(user_id: str, thread_id: str, run_id: str, part: int) -> str:
+    return run_archive_key(user_id, thread_id, run_id).removesuffix(".json") + f".part-{part}.json"
+
+
+def _stored_part(objects: ObjectStore, user_id: str, thread_id: str, run_id: str, part: int) -> list[dict[str, Any]]:
+    data = objects.get(_part_key(user_id, thread_id, run_id, part))
+    if data is None:
+        raise ValueError(f"the archive of run {run_id} lacks its part {part}")
+    events: list[dict[str, Any]] = json.loads(data)["events"]
+    return events
 
 
 async def load_run_archive(objects: ObjectStore, user_id: str, thread_id: str, run_id: str) -> RunArchive | None:
@@ -103,7 +126,16 @@ async def load_run_archive(objects: ObjectStore, user_id: str, thread_id: str, r
 
 def archive_record(input: RunArchiveInput, converter: PayloadConverter) -> dict[str, Any]:
     """The JSON object stored for ``input``: stream items decoded with the converter that encoded them."""
+    if input.part < input.parts - 1:
+        return {
+            "format": ARCHIVE_FORMAT,
+            "run_id": input.run_id,
+            "part": input.part,
+            "events": _events(input.stream, converter),
+        }
+    extra = {"parts": input.parts} if input.parts > 1 else {}
     return {
+        **extra,
         "format": ARCHIVE_FORMAT,
         "user_id": input.thread.user_id,
         "thread_id": input.thread.thread_id,
@@ -130,6 +162,8 @@ def _events(stream: WorkflowStreamState, converter: PayloadConverter) -> list[di
 def store_run_archive(objects: ObjectStore, input: RunArchiveInput, converter: PayloadConverter) -> str:
     """Store the archive create-only; returns its key. Identical bytes already there are a retry's success."""
     key = run_archive_key(input.thread.user_id, input.thread.thread_id, input.run_id)
+    if input.part < input.parts - 1:
+        key = _part_key(input.thread.user_id, input.thread.thread_id, input.run_id, input.part)
     data = json.dumps(archive_record(input, converter), ensure_ascii=False, sort_keys=True, default=str).encode()
     try:
         objects.put(key, data, if_absent=True)

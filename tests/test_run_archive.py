@@ -3,12 +3,14 @@ by its last activity on either backend and read back without a worker (``activit
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowQueryRejectedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient, WorkflowStreamState
+from temporalio.contrib.workflow_streams._types import _WorkflowStreamWireItem
 from temporalio.converter import DataConverter
 from temporalio.exceptions import ApplicationError
 
@@ -32,6 +34,7 @@ from workers.config import HartflowConfig, open_object_store
 from workers.progress import follow
 from workers.worker import connect
 from workflows.run import PROGRESS_TOPIC, ReplyInput
+from workflows.run_archive import PART_BUDGET_CHARS, _slices
 from workflows.state_stream import MESSAGES_TOPIC
 
 _ASK = calls(tool_call("ask_clarification", "ask1", question="Which colour?", clarification_type="missing_info"))
@@ -123,6 +126,43 @@ def test_a_retried_archive_succeeds_and_a_different_one_is_a_conflict(home: Path
         store_run_archive(objects, archive, converter)
     assert refused.value.type == "RunArchiveConflict"
     assert objects.get(key) == stored
+
+
+def _stream(sizes: list[int], converter: Any, base_offset: int = 0) -> WorkflowStreamState:
+    """A stream whose items carry strings of ``sizes`` characters, in the wire form the workflow keeps."""
+    log = [
+        _WorkflowStreamWireItem(
+            "messages", base64.b64encode(converter.to_payload("x" * size).SerializeToString()).decode(), base_offset + i
+        )
+        for i, size in enumerate(sizes)
+    ]
+    return WorkflowStreamState(log=log, base_offset=base_offset)
+
+
+def test_a_stream_too_large_for_one_input_is_archived_in_parts_and_read_whole(home: Path) -> None:
+    """A run whose messages carry tens of MB (every topic holds them) would make one run.archive input exceed the
+    payload limit, and its workflow task fail forever: it goes in parts, each under the budget, offsets kept."""
+    converter = DataConverter.default.payload_converter
+    stream = _stream([6_000_000, 6_000_000, 9_000_000, 100, 7_000_000], converter, base_offset=3)
+    slices = _slices(stream, reserve=1_000)
+    assert len(slices) > 1
+    assert [item for piece in slices for item in piece.log] == stream.log
+    starts = [3 + sum(len(p.log) for p in slices[:i]) for i in range(len(slices))]
+    assert [piece.base_offset for piece in slices] == starts
+    for piece in slices:
+        assert sum(len(i.data) for i in piece.log) + 1_000 <= PART_BUDGET_CHARS or len(piece.log) == 1
+    assert _slices(_stream([10, 20], converter), reserve=5) == [_stream([10, 20], converter)]
+
+    objects = FilesystemObjectStore(home)
+    thread = ThreadRef("default", "t1")
+    for part, piece in enumerate(slices):
+        view = {"status": "completed"} if part == len(slices) - 1 else {}
+        store_run_archive(objects, RunArchiveInput(thread, "run-1", "w", view, piece, 2, part, len(slices)), converter)
+    archive = read_run_archive(objects, "default", "t1", "run-1")
+    assert archive is not None and archive.view == {"status": "completed"}
+    assert [(e.offset, len(e.data)) for e in archive.events] == [
+        (3 + i, size) for i, size in enumerate([6_000_000, 6_000_000, 9_000_000, 100, 7_000_000])
+    ]
 
 
 async def test_following_a_closed_run_reads_its_archive_and_no_worker_is_asked(

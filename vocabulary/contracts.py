@@ -97,6 +97,10 @@ class RunArchiveInput:
     view: dict[str, Any]
     stream: WorkflowStreamState
     version: int
+    part: int = 0
+    parts: int = 1
+    """A stream too large for one activity input goes in ``parts`` calls: parts ``0 .. parts-2`` carry a slice
+    of the stream only (``view`` empty), the last one the rest and the view (``activities/run_archive.py``)."""
 
 
 @dataclass

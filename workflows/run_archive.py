@@ -2,7 +2,9 @@
 clients answer ``status``, ``chain``, ``pending_input`` and ``events`` of a closed run from storage instead of
 a replay (``activities/run_archive.py`` documents the stored format and the reader).
 
-Runs whose history predates the archive replay without it (``hartflow-run-archive`` patch).
+Runs whose history predates the archive replay without it (``hartflow-run-archive`` patch). A stream too large
+for one activity input (a run whose messages carry tens of MB: every topic holds them, base64-encoded) is sent
+in parts, each under ``PART_BUDGET_CHARS`` (``hartflow-run-archive-parts`` patch, taken only by such runs).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from middlewares.context import ActivityOptions, TemporalRunContext
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput
 
 RUN_ARCHIVE_PATCH = "hartflow-run-archive"
+_PARTS_PATCH = "hartflow-run-archive-parts"
+
+PART_BUDGET_CHARS = 16 * 1024 * 1024
+"""Encoded stream characters per ``run.archive`` call: with JSON framing well under the 50 MB a payload may have
+in external storage (a single item is bounded by the activity that produced its content)."""
 
 _ARCHIVE_OPTIONS = ActivityOptions(
     start_to_close=timedelta(seconds=60),
@@ -34,13 +41,36 @@ def archives_runs() -> bool:
 async def archive_run(ctx: TemporalRunContext, view: dict[str, Any], stream: WorkflowStreamState, version: int) -> None:
     """Store the archive. A failure that retries cannot fix (a conflicting archive, a wrong storage config) is
     logged, not raised: the run's state is committed already, and clients without an archive read its result."""
+    slices = _slices(stream, reserve=len(str(view)))
+    if len(slices) > 1 and not workflow.patched(_PARTS_PATCH):
+        slices = [stream]
     try:
-        await ctx.call(
-            RUN_ARCHIVE,
-            RunArchiveInput(ctx.thread, ctx.run_id, ctx.workflow_id, view, stream, version),
-            result_type=type(None),
-            summary="archive the run",
-            options=_ARCHIVE_OPTIONS,
-        )
+        for part, piece in enumerate(slices):
+            last = part == len(slices) - 1
+            await ctx.call(
+                RUN_ARCHIVE,
+                RunArchiveInput(
+                    ctx.thread, ctx.run_id, ctx.workflow_id, view if last else {}, piece, version, part, len(slices)
+                ),
+                result_type=type(None),
+                summary="archive the run" if len(slices) == 1 else f"archive the run, part {part + 1}/{len(slices)}",
+                options=_ARCHIVE_OPTIONS,
+            )
     except ActivityError as exc:
         workflow.logger.error("run %s not archived: %s", ctx.run_id, exc.cause or exc)
+
+
+def _slices(stream: WorkflowStreamState, *, reserve: int) -> list[WorkflowStreamState]:
+    """``stream`` cut into consecutive slices of at most :data:`PART_BUDGET_CHARS` encoded characters, each leaving
+    room for ``reserve`` (the view, which the last one carries) and keeping its offsets; one slice when it fits."""
+    slices: list[WorkflowStreamState] = []
+    start, size = 0, reserve
+    for index, item in enumerate(stream.log):
+        if size + len(item.data) > PART_BUDGET_CHARS and index > start:
+            slices.append(WorkflowStreamState(log=stream.log[start:index], base_offset=stream.base_offset + start))
+            start, size = index, reserve
+        size += len(item.data)
+    last = WorkflowStreamState(log=stream.log[start:], base_offset=stream.base_offset + start)
+    if not slices:
+        return [stream]
+    return [*slices, last]
