@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.sandbox.base import CURRENT_CANCEL_SCOPE, CancelScope, Sandbox, SandboxError, SandboxProvider
 from activities.sandbox.pod_files import PodWorkingCopy
 from activities.sandbox.remote import RemoteSandbox
@@ -367,27 +368,9 @@ class ToolActivities:
         scope = CancelScope()
         token = CURRENT_CANCEL_SCOPE.set(scope)  # this task's context, which to_thread copies into the thread
         try:
-            return await self._heartbeating(work)
+            return await heartbeating(asyncio.to_thread(work), self._heartbeat_interval)
         except asyncio.CancelledError:
             scope.cancel()
             raise
         finally:
             CURRENT_CANCEL_SCOPE.reset(token)
-
-    async def _heartbeating(self, work: Callable[[], T]) -> T:
-        if not activity.in_activity():
-            return await asyncio.to_thread(work)
-        interval = self._heartbeat_interval
-        if timeout := activity.info().heartbeat_timeout:
-            interval = min(interval, timeout.total_seconds() / 2)
-
-        async def beat() -> None:
-            while True:
-                await asyncio.sleep(interval)
-                activity.heartbeat()
-
-        beater = asyncio.create_task(beat())
-        try:
-            return await asyncio.to_thread(work)
-        finally:
-            beater.cancel()

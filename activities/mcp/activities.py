@@ -10,7 +10,7 @@ Both heartbeat while they wait, so a worker that dies mid-call is noticed within
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import TypeVar
 
 import mcp_types as types
@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.heartbeat import heartbeating
 from activities.mcp.content import render
 from activities.mcp.pool import McpSessionPool, describe_failure
 from activities.mcp.settings import McpConfigError, McpServerSettings, ResolvedServer, redact, resolve
@@ -54,7 +55,7 @@ class McpActivities:
 
     @activity.defn(name=MCP_LIST_TOOLS)
     async def list_tools(self, input: McpListToolsInput) -> McpListToolsResult:
-        reports = await _heartbeating(asyncio.gather(*(self._list(name) for name in input.servers)))
+        reports = await heartbeating(asyncio.gather(*(self._list(name) for name in input.servers)), _HEARTBEAT_SECONDS)
         return McpListToolsResult(list(reports))
 
     @activity.defn(name=MCP_CALL_TOOL)
@@ -68,7 +69,9 @@ class McpActivities:
         except Exception as exc:
             raise ApplicationError(describe_failure(server, exc), type="McpUnavailable") from None
         try:
-            result = await _heartbeating(pooled.session.call_tool(input.tool, input.args, _read_timeout()))
+            result = await heartbeating(
+                pooled.session.call_tool(input.tool, input.args, _read_timeout()), _HEARTBEAT_SECONDS
+            )
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 await self.pool.discard(pooled)
@@ -133,20 +136,3 @@ def _read_timeout() -> float | None:
     return timeout.total_seconds() if timeout else None
 
 
-async def _heartbeating(work: Awaitable[T]) -> T:
-    if not activity.in_activity():
-        return await work
-    interval = _HEARTBEAT_SECONDS
-    if timeout := activity.info().heartbeat_timeout:
-        interval = min(interval, timeout.total_seconds() / 2)
-
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(interval)
-            activity.heartbeat()
-
-    beater = asyncio.create_task(beat())
-    try:
-        return await work
-    finally:
-        beater.cancel()
