@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tests.support import answer, calls, tool_call, write_script
-from workers.devserver import DevServer, DevServerOptions, free_port, port_answers
+from tests.support.faults import reusable_port
+from workers.devserver import DevServer, DevServerOptions, port_answers
 from workers.stack import OWNER_FILE, _started
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,7 +28,7 @@ def _env(port: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "HARTFLOW_"))}
     return env | {
         "HARTFLOW_TEMPORAL__EMBEDDED_PORT": str(port),
-        "HARTFLOW_TEMPORAL__EMBEDDED_UI_PORT": str(free_port()),
+        "HARTFLOW_TEMPORAL__EMBEDDED_UI_PORT": str(reusable_port()),
         "HARTFLOW_SANDBOX__ALLOW_HOST_BASH": "true",
         # A tool attempt whose worker died is retried after this, not after the default 30 s.
         "HARTFLOW_RUN__TOOL_CALL__HEARTBEAT_SECONDS": "2",
@@ -73,7 +74,7 @@ def _until_tool_runs(process: subprocess.Popen[str]) -> None:
 
 @pytest.mark.parametrize("ending", [signal.SIGINT, signal.SIGKILL], ids=["sigint", "sigkill"])
 def test_a_run_ended_mid_tool_call_takes_its_server_along(tmp_path: Path, ending: signal.Signals) -> None:
-    port = free_port()
+    port = reusable_port()
     env = _env(port)
     go = tmp_path / "go"
     first = write_script(
@@ -144,7 +145,7 @@ def test_a_run_ended_mid_tool_call_takes_its_server_along(tmp_path: Path, ending
 
 
 def test_a_server_left_behind_by_this_homes_stack_is_stopped_not_waited_on(tmp_path: Path) -> None:
-    port = free_port()
+    port = reusable_port()
     home = tmp_path / ".hartflow"
     leftover = DevServer(DevServerOptions(db_file=home / "temporal.db", port=port, ui=False))
     leftover.start()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -27,7 +28,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.support import scheduled_activities
 from workers.config import HartflowConfig
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, DevServerOptions
 from workflows import search_attributes as sa
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,6 +121,25 @@ def kill_hard(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
+def reusable_port() -> int:
+    """A free TCP port below the kernel's ephemeral range, for a test that restarts a server on the same port.
+
+    ``free_port`` hands out an ephemeral port: once its server is down, any process's ``bind(0)`` may get it
+    before the restart (seen in CI: a parallel test module's dev server took it for one of its internal gRPC
+    services, and the next command found a Temporal server with no frontend there). ``bind(0)`` never hands out
+    a port below the range."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    candidates = random.Random().sample(range(20000, min(low, 32768)), 200)
+    for port in candidates:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
 def process_alive(pid: int) -> bool:
     """A zombie counts as dead: PID 1 in a container may never reap a killed command's children."""
     try:
@@ -144,7 +164,8 @@ def worker_identity(process: subprocess.Popen[bytes]) -> str:
 @contextlib.asynccontextmanager
 async def private_dev_server(db_file: Path) -> AsyncIterator[DevServer]:
     """A dev server of the test's own on ``db_file`` (the session's server must never be killed), started."""
-    server = DevServer(DevServerOptions(db_file=db_file, port=free_port(), ui=False))
+    # Tests kill and restart it on the same port.
+    server = DevServer(DevServerOptions(db_file=db_file, port=reusable_port(), ui=False))
     await asyncio.to_thread(server.start)
     try:
         yield server
