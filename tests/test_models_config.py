@@ -18,40 +18,13 @@ from temporalio.testing import ActivityEnvironment
 from activities.model import ModelActivities
 from activities.models import tool_args
 from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, build_model
+from tests.support.deerflow_config import deerflow_models
 from vocabulary.contracts import ModelCallInput
 from workers.cli import run_command
 from workers.config import ConfigError, load_config
 from workers.models import ModelSelectionError, api_models, check_worker_models, select_model
 
-# bytedance/deer-flow: config.example.yaml, the "OpenAI model" and "OpenAI Responses API model" examples,
-# uncommented as a DeerFlow user would (only base_url added).
-DEERFLOW_MODELS = """
-models:
-  - name: gpt-4
-    display_name: GPT-4
-    use: langchain_openai:ChatOpenAI
-    model: gpt-4
-    api_key: $OPENAI_API_KEY # Use environment variable
-    base_url: http://127.0.0.1:9/v1
-    request_timeout: 600.0
-    max_retries: 2
-    max_tokens: 4096          # Per-call output cap
-    context_window: 128000    # Total prompt + completion capacity
-    temperature: 0.7
-    supports_vision: true # Enable vision support for view_image tool
-
-  - name: gpt-5-responses
-    display_name: GPT-5 (Responses API)
-    use: langchain_openai:ChatOpenAI
-    model: gpt-5
-    api_key: $OPENAI_API_KEY
-    request_timeout: 600.0
-    max_retries: 2
-    use_responses_api: true
-    output_version: responses/v1
-    context_window: 400000
-    supports_vision: true
-"""
+DEERFLOW_MODELS = deerflow_models("http://127.0.0.1:9/v1")
 
 # bytedance/deer-flow: config.example.yaml, the "DeepSeek V4 model" example: its class ships with DeerFlow.
 DEERFLOW_DEEPSEEK = {

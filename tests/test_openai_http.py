@@ -26,6 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.llm_error_handling import AUTH_TEXT, UNAVAILABLE_TEXT
 from tests.support import history_events, make_config, running_worker, settle, start_run, thread_state, unique
+from tests.support.deerflow_config import deerflow_models
 from tests.support.fake_openai import FakeOpenAI, Reply, completion, error_reply, raw_tool_call
 from tests.support.faults import worker_process
 from vocabulary.breaker import STATE_QUERY, BreakerState, breaker_workflow_id
@@ -262,35 +263,6 @@ async def test_tool_call_arguments_that_are_not_an_object_become_an_invalid_tool
     assert answered["tool_call_id"] == "call_bad", "the model hears about its bad call"
 
 
-DEERFLOW_MODELS_BLOCK = """
-models:
-  # bytedance/deer-flow: config.example.yaml, "Example: OpenAI model" and "Example: OpenAI Responses API model",
-  # uncommented; base_url added to reach the fake provider.
-  - name: gpt-4
-    display_name: GPT-4
-    use: langchain_openai:ChatOpenAI
-    model: gpt-4
-    api_key: $OPENAI_API_KEY # Use environment variable
-    base_url: {base_url}
-    request_timeout: 600.0
-    max_retries: 2
-    max_tokens: 4096          # Per-call output cap
-    context_window: 128000    # Total prompt + completion capacity
-    temperature: 0.7
-    supports_vision: true # Enable vision support for view_image tool
-
-  - name: gpt-5-responses
-    display_name: GPT-5 (Responses API)
-    use: langchain_openai:ChatOpenAI
-    model: gpt-5
-    api_key: $OPENAI_API_KEY
-    request_timeout: 600.0
-    max_retries: 2
-    use_responses_api: true
-    output_version: responses/v1
-    context_window: 400000
-    supports_vision: true
-"""
 
 
 async def test_deerflows_models_block_runs_through_hartflow_run_and_a_worker_process(
@@ -311,7 +283,7 @@ async def test_deerflows_models_block_runs_through_hartflow_run_and_a_worker_pro
             "temporal": {"address": temporal_address, "task_queue": unique("tq")},
             "storage": {"home": str(home)},
         }
-        path.write_text(yaml.safe_dump(settings) + DEERFLOW_MODELS_BLOCK.format(base_url=provider.base_url))
+        path.write_text(yaml.safe_dump(settings) + deerflow_models(provider.base_url))
         config = load_config(path, environ={})
         with worker_process(config, tmp_path / "worker.yaml") as worker:
             code = await asyncio.to_thread(run_command, ["run", "hi", "--config", str(path), "--json"])
