@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support import answer, ask_clarification, calls, tool_call, unique, write_script
-from tests.support.faults import env_worker_process
+from tests.support.faults import env_worker_process, hartflow_command
 from workers.cli import run_command
 from workers.devserver import free_port, port_answers
 
@@ -20,15 +19,7 @@ RUN_FIELDS = {"thread_id", "run_id", "workflow_id", "status", "stop_reason", "fi
 
 
 def _hartflow(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workers.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return hartflow_command(cwd, env, *args, timeout=120)
 
 
 def test_embedded_run_pauses_exits_and_a_second_process_finishes_it(tmp_path: Path) -> None:

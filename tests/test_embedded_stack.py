@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support import answer, calls, tool_call, write_script
-from tests.support.faults import reusable_port
+from tests.support.faults import hartflow_command, reusable_port
 from workers.devserver import DevServer, DevServerOptions, port_answers
 from workers.stack import OWNER_FILE, _started
 
@@ -37,15 +37,7 @@ def _env(port: int) -> dict[str, str]:
 
 
 def _hartflow(cwd: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "workers.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
-    )
+    return hartflow_command(cwd, env, *args, timeout=180)
 
 
 def _wait_gone(pid: int, started: str | None) -> None:

@@ -121,6 +121,19 @@ def kill_hard(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=30)
 
 
+def hartflow_command(cwd: Path, env: dict[str, str], *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """One ``hartflow`` command as a process of its own, as a user runs it; its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "workers.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def reusable_port() -> int:
     """A free TCP port below the kernel's ephemeral range, for a test that restarts a server on the same port.
 
