@@ -320,6 +320,36 @@ async def test_the_breaker_opens_after_five_exhausted_calls_across_runs_and_work
     assert ai_messages(home, handle)[-1]["additional_kwargs"]["error_type"] == "CircuitBreakerOpen"
 
 
+async def test_a_breaker_opened_by_another_worker_turns_this_workers_calls_away_once_its_kept_answer_is_stale(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """A worker keeps a closed answer for ``CLOSED_FRESH_SECONDS`` (``activities/llm_breaker.py``); reports that
+    other workers send reach its checks once the answer is stale, not never."""
+    config = llm_config(home, temporal_address, threshold=1, recovery=3600)
+    model = write_script(home, [answer("hi")])
+    async with running_worker(client, config):
+        view, _, _ = await run_once(client, config, model)
+        assert view.final_message == "hi"  # this worker now keeps "closed"
+        # Another worker's exhausted call opens the breaker: its report, as that worker sends it.
+        await client.start_workflow(
+            WORKFLOW_NAME,
+            BreakerState(),
+            id=breaker_workflow_id(model),
+            task_queue=config.temporal.task_queue,
+            start_signal=REPORT_SIGNAL,
+            start_signal_args=[BreakerReport("failure", "elsewhere", 1, 3600)],
+        )
+        while (await breaker_state(client, model)).phase != "open":
+            pass
+        while True:
+            view, events, _ = await run_once(client, config, model)
+            if view.final_message != "hi":
+                break
+
+    assert view.final_message == CIRCUIT_OPEN_TEXT
+    assert "model.invoke" not in [name for name, _ in scheduled_activities(events)]
+
+
 async def test_half_open_admits_one_probe_and_its_success_closes_the_breaker(
     client: Client, home: Path, temporal_address: str
 ) -> None:

@@ -131,13 +131,14 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     images = ImageActivities(files)
     tools = ToolActivities(provider, files=files)
     mcp = McpActivities(config.mcp.enabled(), files=files)  # one session pool per worker process
+    breaker = LlmBreakerActivities()  # one per process: its checks share what it keeps of the breaker
     return [
         store.load,
         store.commit,
         RunArchiveActivities(objects).archive,
         ModelActivities(objects, config.models, os.environ).invoke,
-        LlmBreakerActivities().check,
-        LlmBreakerActivities().report,
+        breaker.check,
+        breaker.report,
         tools.execute,
         tools.acquire,
         tools.release,
