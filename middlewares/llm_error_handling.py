@@ -22,7 +22,8 @@ Where the breaker is consulted: in the workflow, before the model activity is sc
 answers without any model activity (as in DeerFlow, the handler is not called), ``on_open: wait`` is a durable
 workflow timer, and the run — which always learns the final outcome, timeouts and worker crashes included —
 owns the half-open probe. The cost on a healthy breaker is one local activity per model call: one
-``MarkerRecorded`` event in the run's history and one query RPC, nothing in the breaker's history. Consulting
+``MarkerRecorded`` event in the run's history and, per worker process, one query RPC a second (a closed answer is
+shared for that long: ``activities/llm_breaker.py``), nothing in the breaker's history. Consulting
 inside the model activity would save that marker but could not skip scheduling the activity, could not wait
 on a timer, and would leave a probe stranded when its worker dies mid-call.
 
