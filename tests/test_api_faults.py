@@ -1,17 +1,23 @@
 """The Agent Server under the faults bench.soak found it mishandling: a live stream whose run closes under it
 (the consumer read the chain as open, the run ended before the stream's next poll: the poll is refused, no
-worker replays a closed run, and the rest comes from the run's archive instead of a 500), and storage down (503
-with a one-line reason, which clients retry, instead of an unhandled exception)."""
+worker replays a closed run, and the rest comes from the run's archive instead of a 500), storage down (503
+with a one-line reason, which clients retry, instead of an unhandled exception), and the Temporal server
+restarted under a live stream (ridden out by the server: the consumer misses nothing and sees nothing twice,
+no traceback) or down for a plain request (503)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client
 
 from tests.support import answer, calls, make_config, running_worker, tool_call, write_script
+from tests.support.faults import private_dev_server, wait_for_file, worker_process
 from tests.support.inprocess_api import serving_api
 from tests.support.s3server import S3Server, s3_storage_settings
 from vocabulary.contracts import ThreadRef
@@ -71,3 +77,50 @@ async def test_storage_down_is_a_503_the_client_can_retry(
             assert await sdk.runs.list(thread_id) == []
     finally:
         s3.stop()
+
+
+async def test_a_stream_rides_out_a_temporal_restart_and_a_request_meanwhile_is_a_503(
+    home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    slow = "touch slow-started; while [ ! -f gate ]; do sleep 0.05; done; echo slow-end"
+    async with private_dev_server(tmp_path / "temporal.db") as server:
+        model = write_script(tmp_path, [calls(tool_call("bash", "slow", command=slow)), answer("survived")])
+        # Heartbeats far apart: the tool's attempt in flight must outlive the outage, not time out during it.
+        config = make_config(home, server.address, model=model, run={"tool_call": {"heartbeat_seconds": 60}})
+        with worker_process(config, tmp_path / "worker.yaml"):
+            async with serving_api(config, await connect(config)) as url:
+                sdk = get_client(url=url)
+                thread_id = (await sdk.threads.create())["thread_id"]
+                workspace = home / f"users/default/threads/{thread_id}/user-data/workspace"
+                parts: list[Any] = []
+
+                async def consume() -> None:
+                    body = {"messages": [{"role": "user", "content": "go"}]}
+                    async for part in sdk.runs.stream(thread_id, "hartflow", input=body, stream_mode=MODES):
+                        parts.append(part)
+
+                consumer = asyncio.create_task(consume())
+                await wait_for_file(workspace / "slow-started")
+                with caplog.at_level(logging.WARNING):
+                    server.kill()  # SIGKILL: what a crash looks like to the SQLite file
+                    with pytest.raises(Exception) as refused:
+                        await sdk.threads.get_state(thread_id)  # needs Temporal: the run's chain
+                    # Down past the SDK client's own retries (~10 s), until the stream's poll has given up once.
+                    while not any(m.startswith("Temporal unreachable while streaming") for m in _api_logs(caplog)):
+                        await asyncio.sleep(0.1)
+                    await asyncio.to_thread(server.start)
+                    (workspace / "gate").touch()
+                    await asyncio.wait_for(consumer, timeout=180)
+
+    assert refused.value.response.status_code == 503  # type: ignore[attr-defined]
+    assert refused.value.response.json()["detail"].startswith("Temporal unavailable: ")  # type: ignore[attr-defined]
+    ids = [part.id for part in parts if part.event != "end"]  # the SSE client repeats the last id on ``end``
+    assert len(ids) == len(set(ids)), f"an event was delivered twice: {ids}"
+    assert [p.data["kind"] for p in parts if p.event == "custom"][-1] == "run_finished"
+    assert [p.data for p in parts if p.event == "values"][-1]["messages"][-1]["content"] == "survived"
+    assert [p.event for p in parts if p.event in ("error", "end")] == ["end"], "the stream ended on its own, cleanly"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "no traceback, no error"
+
+
+def _api_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "hartflow.api"]

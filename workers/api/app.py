@@ -14,11 +14,13 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.service import RPCError
 
 from activities.storage import StorageError
 from workers.api import auth, discovery, files, models_route, runs, threads
 from workers.api.deps import ApiContext
+from workers.api.temporal_outage import unreachable
 from workers.config import HartflowConfig
 
 PREFIXES = ("", "/api")
@@ -39,6 +41,8 @@ def create_app(config: HartflowConfig, client: Client) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(StorageError, _storage_error)
+    app.add_exception_handler(RPCError, _temporal_error)
+    app.add_exception_handler(WorkflowUpdateRPCTimeoutOrCancelledError, _temporal_error)
     auth.install_api_guard(app, config)
     return app
 
@@ -59,6 +63,15 @@ async def _storage_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StorageError)
     _log.warning("storage unavailable: %s", exc)
     return JSONResponse({"detail": f"storage unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
+
+
+async def _temporal_error(_: Request, exc: Exception) -> JSONResponse:
+    """Temporal unreachable (a restart, an outage): 503 and one log line, like storage. Any other RPC error is a
+    bug here, not the caller's: it is raised again for the server's 500 and its traceback."""
+    if not unreachable(exc):
+        raise exc
+    _log.warning("Temporal unavailable: %s", exc)
+    return JSONResponse({"detail": f"Temporal unavailable: {exc}"}, status_code=503, headers={"Retry-After": "1"})
 
 
 def _one_line(errors: Any) -> str:

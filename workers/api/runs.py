@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Coroutine
 from typing import Annotated, Any, Literal
 
@@ -22,11 +23,13 @@ from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread
 from workers.api.starting import RunCreate, begin, stream_modes
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
+from workers.api.temporal_outage import riding_out, unreachable
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10
 KEEPALIVE_SECONDS = 5
 _background: set[asyncio.Task[Any]] = set()
+_log = logging.getLogger("hartflow.api")
 
 
 def _locations(record: records.RunRecord, tail: str) -> dict[str, str]:
@@ -80,12 +83,19 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
     try:
         if after is None:
             yield frames.metadata()
-        current = await status.chain(context.client, thread)
+        current = await riding_out(lambda: status.chain(context.client, thread), "opening a stream")
         live = current.first_run_id == frames.record.workflow_run_id and current.active
         async for frame in run_frames(context.client, context.objects, thread, frames, after, current):
             yield frame
         ended = True
         yield Frame("end", None)
+    except Exception as exc:
+        if not unreachable(exc):
+            raise
+        # Away past the outage budget: the consumer hears why, and resumes from its last event id later.
+        ended = True  # not a consumer going away: nothing to cancel
+        _log.warning("stream of run %s ended, Temporal unreachable: %s", frames.record.run_id, exc)
+        yield Frame("error", {"error": "ServiceUnavailable", "message": f"Temporal unreachable: {exc}"})
     finally:
         if cancel_on_disconnect and not ended and live:
             handle = context.client.get_workflow_handle(frames.record.workflow_id)

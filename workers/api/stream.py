@@ -17,6 +17,7 @@ every replica and after any restart, and ``Last-Event-ID`` resumes right after i
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -30,8 +31,10 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from activities.run_archive import load_run_archive
 from activities.storage import ObjectStore
 from vocabulary.contracts import ThreadRef
+from workers.api import status
 from workers.api.records import RunRecord
 from workers.api.status import Chain, pending_request
+from workers.api.temporal_outage import riding_out, unreachable
 from workflows.run import PROGRESS_TOPIC
 from workflows.state_stream import MESSAGES_TOPIC, fold
 
@@ -39,6 +42,7 @@ _ENDS = frozenset({"awaiting_input", "run_finished"})
 _NODES = {"ai": "model", "tool": "tools"}
 _EVENT_ID = re.compile(r"(-?\d+)(?:-(\d+))?")
 _POLL_COOLDOWN = timedelta(milliseconds=50)
+_log = logging.getLogger("hartflow.api")
 
 
 @dataclass(frozen=True)
@@ -125,12 +129,13 @@ async def _items(
     client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
 ) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
     """The stream items of the run's workflow chain, offset order: from the live workflow stream while the
-    chain is open, else (also when it closes while being read) from its run archive: no worker, no replay."""
+    chain is open, else (also when it closes while being read) from its run archive: no worker, no replay.
+    A server restart while the chain is open is ridden out: the subscription starts again after the last item."""
     next_offset = 0
-    if current.first_run_id == record.workflow_run_id and current.active:
+    while current.first_run_id == record.workflow_run_id and current.active:
         stream = WorkflowStreamClient.create(client, record.workflow_id)
         items = stream.subscribe(
-            [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=0, result_type=dict, poll_cooldown=_POLL_COOLDOWN
+            [MESSAGES_TOPIC, PROGRESS_TOPIC], from_offset=next_offset, result_type=dict, poll_cooldown=_POLL_COOLDOWN
         )
         try:
             async for item in items:
@@ -138,9 +143,14 @@ async def _items(
                 next_offset = item.offset + 1
             return
         except WorkflowQueryRejectedError:
-            pass  # it closed before its last items were read: the archive it wrote before closing has them
+            break  # it closed before its last items were read: the archive it wrote before closing has them
+        except Exception as exc:
+            if not unreachable(exc):
+                raise
+            _log.warning("Temporal unreachable while streaming %s, subscribing again: %s", record.workflow_id, exc)
         finally:
             await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
+        current = await riding_out(lambda: status.chain(client, thread), f"streaming {record.workflow_id}")
     archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
     for event in archive.events if archive is not None else []:
         if event.offset >= next_offset:
@@ -170,4 +180,5 @@ async def run_frames(
         await items.aclose()  # type: ignore[attr-defined]
     if frames.outcome is not None and frames.outcome.get("kind") == "run_finished" and current.active:
         with contextlib.suppress(WorkflowFailureError):  # failed or cancelled: the frames said so already
-            await client.get_workflow_handle(record.workflow_id).result()
+            handle = client.get_workflow_handle(record.workflow_id)
+            await riding_out(handle.result, f"waiting for {record.workflow_id} to close")
