@@ -70,6 +70,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--concurrency", help="throughput: comma-separated concurrent runs (default 50,200; smoke 3)")
     parser.add_argument(
+        "--worker-processes",
+        default="1",
+        help="throughput: comma-separated worker process counts, each measured for every concurrency (default 1)",
+    )
+    parser.add_argument(
         "--resume-from",
         type=Path,
         help="a results JSON of an earlier (interrupted) run: its families are kept and not run again, except "
@@ -94,6 +99,7 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             only = [family for family in only if family not in results]
     results["commands"].append(command)
     concurrencies = [int(c) for c in args.concurrency.split(",")] if args.concurrency else plan.concurrencies
+    processes = [int(p) for p in args.worker_processes.split(",")]
     began = time.perf_counter() - float(results.get("wall_seconds", 0))
     # A SIGTERM cancels the run, so the dev server and worker processes below are stopped, not leaked.
     main_task = asyncio.current_task()
@@ -117,7 +123,7 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             families: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {
                 "per_turn": lambda: per_turn.run(ctx, plan.sizes, args.systems.split(","), histories),
                 "history": lambda: history.run(ctx, plan.history_sizes, histories),
-                "throughput": lambda: throughput.run(ctx, concurrencies),
+                "throughput": lambda: throughput.run(ctx, concurrencies, processes),
                 "resume": lambda: resume.run(ctx, plan.resume_runs, plan.resume_rounds),
                 "recovery": lambda: recovery.run(ctx, plan.heartbeat_timeouts),
             }

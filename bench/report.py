@@ -92,25 +92,27 @@ def markdown(results: dict[str, Any]) -> str:
     throughput = results.get("throughput")
     if throughput:
         parts.append(
-            "\n**Throughput**: one worker process (`hartflow worker`; the floor's bare worker)"
+            "\n**Throughput**: worker processes (`hartflow worker`; the floor's bare worker, as many)"
             f"{_sticky(throughput['rows'])}, concurrent runs of 5 turns"
         )
         parts.append(
-            "| concurrent runs | system | runs/min | turn p50 ms | turn p99 ms | worker peak RSS MiB | "
-            "workflow-task timeouts |"
+            "| concurrent runs | worker processes | system | runs/min | turn p50 ms | turn p99 ms | "
+            "worker peak RSS MiB | workflow-task timeouts |"
         )
-        parts.append("|---:|---|---:|---:|---:|---:|---:|")
+        parts.append("|---:|---:|---|---:|---:|---:|---:|---:|")
         for row in throughput["rows"]:
             ratio = f" ({row['ratio_to_floor']}× the floor)" if "ratio_to_floor" in row else ""
+            processes = row.get("worker_processes", 1)
             parts.append(
-                f"| {row['concurrency']} | hartflow | {row['runs_per_minute']}{ratio} | {row['turn_p50_ms']} | "
-                f"{row['turn_p99_ms']} | {row['worker_peak_rss_mib']} | {row.get('workflow_task_timeouts', '–')} |"
+                f"| {row['concurrency']} | {processes} | hartflow | {row['runs_per_minute']}{ratio} | "
+                f"{row['turn_p50_ms']} | {row['turn_p99_ms']} | {row['worker_peak_rss_mib']} | "
+                f"{row.get('workflow_task_timeouts', '–')} |"
             )
             floor = row.get("floor")
             if floor:
                 parts.append(
-                    f"| {row['concurrency']} | floor | {floor['runs_per_minute']} | {floor['turn_p50_ms']} | "
-                    f"{floor['turn_p99_ms']} | {floor['worker_peak_rss_mib']} | – |"
+                    f"| {row['concurrency']} | {processes} | floor | {floor['runs_per_minute']} | "
+                    f"{floor['turn_p50_ms']} | {floor['turn_p99_ms']} | {floor['worker_peak_rss_mib']} | – |"
                 )
     resume = results.get("resume")
     if resume:

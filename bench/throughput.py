@@ -1,12 +1,14 @@
-"""Throughput: C concurrent runs (5 turns each) on one worker process and the dev server, hartflow and the floor.
+"""Throughput: C concurrent runs (5 turns each) on P worker processes (default one) and the dev server, hartflow
+and the floor.
 
 Reports runs/minute (all runs started at once, until the last completes), p50/p99 turn latency (from each run's
 history: one turn = one ``model.invoke`` scheduled → the next one scheduled) and the worker's peak RSS
 (``VmHWM`` of the worker process, read from ``/proc`` when the burst is over), and how many workflow tasks timed
 out (a worker that takes on more work than its CPU gets through in the 10 s workflow-task timeout thrashes).
 The Temporal floor (``bench/floor.py``: one model and one tool activity per turn, nothing else) runs the same
-burst in a worker process of its own, so the ratio says what hartflow's middleware, state and storage cost
-under load.
+burst in as many worker processes of its own, so the ratio says what hartflow's middleware, state and storage
+cost under load. ``--worker-processes`` says how many processes a machine should run: on 2 cores the SDK's
+Python is the limit of one process (``python -m bench.cpu_profile``), so a second one can use the other core.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ def turn_latencies(histories: list[list[Any]], model_activity: str = MODEL_INVOK
     return [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
 
 
-async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
+async def measure(ctx: BenchContext, concurrency: int, processes: int = 1) -> dict[str, Any]:
     task_queue = unique("bench-throughput")
     home = ctx.workdir / unique("home")
     config = hartflow_side.bench_config(
@@ -64,14 +66,14 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
     )
     model = write_script(ctx.workdir, responses(TURNS), f"throughput-{TURNS}")
     client = await connect(config)
-    with hartflow_side.worker_processes(config, ctx.workdir / f"{task_queue}.yaml") as [worker]:
+    with hartflow_side.worker_processes(config, ctx.workdir / f"{task_queue}.yaml", processes) as workers:
         began = time.perf_counter()
         handles = await asyncio.gather(
             *(hartflow_side.start_run(client, config, unique("tp"), model, PROMPT) for _ in range(concurrency))
         )
         views = await asyncio.gather(*(handle.result() for handle in handles))
         elapsed = time.perf_counter() - began
-        rss = peak_rss_mib(worker.pid)
+        rss = max(peak_rss_mib(worker.pid) for worker in workers)
     failed = [view for view in views if view.status != "completed" or view.final_message != FINAL_ANSWER]
     if failed:
         raise RuntimeError(f"{len(failed)} of {concurrency} throughput runs did not complete: {failed[0]}")
@@ -83,6 +85,7 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
         timeouts += sum(event.event_type == WORKFLOW_TASK_TIMED_OUT for events in histories for event in events)
     return {
         "concurrency": concurrency,
+        "worker_processes": processes,
         "sticky_queue_timeout_seconds": config.temporal.sticky_queue_timeout_seconds,
         "turns_per_run": TURNS,
         "runs_per_minute": round(concurrency / elapsed * 60, 1),
@@ -94,23 +97,27 @@ async def measure(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
     }
 
 
-async def measure_floor(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
+async def measure_floor(ctx: BenchContext, concurrency: int, processes: int = 1) -> dict[str, Any]:
     task_queue = unique("bench-throughput-floor")
     workspace = ctx.workdir / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     client = await Client.connect(ctx.address, data_converter=pydantic_data_converter)
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "bench.floor", ctx.address, task_queue, str(workspace)],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bench.floor", ctx.address, task_queue, str(workspace)],
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            stdout=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
     try:
-        assert worker.stdout is not None
-        if "worker polling task queue" not in worker.stdout.readline():
-            raise RuntimeError(f"the floor worker exited with {worker.wait()}")
-        threading.Thread(target=worker.stdout.read, daemon=True).start()
+        for worker in workers:
+            assert worker.stdout is not None
+            if "worker polling task queue" not in worker.stdout.readline():
+                raise RuntimeError(f"the floor worker exited with {worker.wait()}")
+            threading.Thread(target=worker.stdout.read, daemon=True).start()
         began = time.perf_counter()
         handles = await asyncio.gather(
             *(
@@ -122,16 +129,19 @@ async def measure_floor(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
         )
         await asyncio.gather(*(handle.result() for handle in handles))
         elapsed = time.perf_counter() - began
-        rss = peak_rss_mib(worker.pid)
+        rss = max(peak_rss_mib(worker.pid) for worker in workers)
     finally:
-        worker.terminate()
-        worker.wait(30)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.wait(30)
     latencies: list[float] = []
     for handle in handles:
         histories = await chain_histories(client, handle.id, handle.result_run_id or "")
         latencies += turn_latencies(histories, MODEL_ACTIVITY)
     return {
         "concurrency": concurrency,
+        "worker_processes": processes,
         "turns_per_run": TURNS,
         "runs_per_minute": round(concurrency / elapsed * 60, 1),
         "turn_p50_ms": round_ms(percentile(latencies, 50)),
@@ -141,11 +151,11 @@ async def measure_floor(ctx: BenchContext, concurrency: int) -> dict[str, Any]:
     }
 
 
-async def run(ctx: BenchContext, concurrencies: list[int]) -> dict[str, Any]:
+async def run(ctx: BenchContext, concurrencies: list[int], processes: list[int] | None = None) -> dict[str, Any]:
     rows = []
-    for concurrency in concurrencies:
-        row = await measure(ctx, concurrency)
-        floor = await measure_floor(ctx, concurrency)
+    for concurrency, count in itertools.product(concurrencies, processes or [1]):
+        row = await measure(ctx, concurrency, count)
+        floor = await measure_floor(ctx, concurrency, count)
         row["floor"] = floor
         row["ratio_to_floor"] = round(row["runs_per_minute"] / floor["runs_per_minute"], 2)
         rows.append(row)

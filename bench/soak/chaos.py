@@ -42,7 +42,7 @@ class Fault:
 class Chaos:
     deployment: Deployment
     seed: int
-    interval: tuple[float, float] = (8.0, 20.0)
+    interval: tuple[float, float] = (5.0, 12.0)
     """Seconds between one fault's repair and the next injection (drawn uniformly)."""
     streaming: Counter[str] = field(default_factory=Counter)
     """The clients' count of SSE consumers per API server URL (:attr:`Clients.streaming`)."""
