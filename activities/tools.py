@@ -19,7 +19,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
-from activities.sandbox.base import CURRENT_CANCEL_SCOPE, CancelScope, Sandbox, SandboxError, SandboxProvider
+from activities.sandbox.base import (
+    CURRENT_CANCEL_SCOPE,
+    CURRENT_TOOL_ATTEMPT,
+    CancelScope,
+    Sandbox,
+    SandboxError,
+    SandboxProvider,
+    ToolAttempt,
+)
 from activities.sandbox.pod_files import PodWorkingCopy
 from activities.sandbox.remote import RemoteSandbox
 from activities.storage import wait_out_outage
@@ -285,6 +293,14 @@ def bind_tool_call(tool_call: dict[str, Any]) -> Callable[[Sandbox], str]:
 # -- activities ------------------------------------------------------------------------------------------
 
 
+def _attempt() -> ToolAttempt | None:
+    """This activity attempt, for a sandbox that must not run a retry's command beside an earlier attempt's."""
+    if not activity.in_activity():
+        return None
+    info = activity.info()
+    return ToolAttempt(f"{info.workflow_run_id}/{info.activity_id}", info.attempt)
+
+
 class ToolActivities:
     """Runs tools in the thread's sandbox, acquiring it lazily on first use as DeerFlow's tools do."""
 
@@ -313,7 +329,11 @@ class ToolActivities:
         name = str(input.tool_call.get("name"))
         with tool_span(name, sandbox_id=input.sandbox_id) as span:
             call = bind_tool_call(input.tool_call)
-            output = await self._in_thread(lambda: self._execute(input, call))
+            attempt = CURRENT_TOOL_ATTEMPT.set(_attempt())  # this task's context, which to_thread copies
+            try:
+                output = await self._in_thread(lambda: self._execute(input, call))
+            finally:
+                CURRENT_TOOL_ATTEMPT.reset(attempt)
             record_tool_output(span, output, exit_code(output.content) if name == "bash" else None)
             return output
 

@@ -110,9 +110,11 @@ def sandbox_provider(config: HartflowConfig) -> SandboxProvider:
     sandbox = config.sandbox
     if sandbox.provider == "kubernetes":
         return KubernetesSandboxProvider(sandbox.kubernetes, bash_timeout=sandbox.bash_timeout_seconds)
-    return LocalSandboxProvider(
+    local = LocalSandboxProvider(
         config.home, allow_host_bash=sandbox.allow_host_bash, bash_timeout=sandbox.bash_timeout_seconds
     )
+    local.kill_orphaned_commands()  # a worker killed on this home mid-command left them, before this one polls
+    return local
 
 
 def _sweeper_activities(provider: SandboxProvider) -> list[Any]:

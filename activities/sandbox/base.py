@@ -168,3 +168,19 @@ class CancelScope:
 
 
 CURRENT_CANCEL_SCOPE: ContextVar[CancelScope | None] = ContextVar("sandbox_cancel_scope", default=None)
+
+
+@dataclass(frozen=True)
+class ToolAttempt:
+    """Which attempt of which tool call the sandbox work in this context runs for.
+
+    Set by the tool activity (:data:`CURRENT_TOOL_ATTEMPT`, copied into the thread like the cancel scope): a local
+    sandbox kills the command of an earlier attempt still running before it starts the next one.
+    """
+
+    call: str
+    """The same on every attempt of the call: its workflow run and activity id."""
+    number: int
+
+
+CURRENT_TOOL_ATTEMPT: ContextVar[ToolAttempt | None] = ContextVar("sandbox_tool_attempt", default=None)

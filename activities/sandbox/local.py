@@ -14,12 +14,20 @@ import subprocess
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, InvalidIdError, ThreadPaths
-from activities.sandbox.base import CURRENT_CANCEL_SCOPE, GrepMatch, Sandbox, SandboxError, SandboxProvider
+from activities.sandbox.base import (
+    CURRENT_CANCEL_SCOPE,
+    CURRENT_TOOL_ATTEMPT,
+    GrepMatch,
+    Sandbox,
+    SandboxError,
+    SandboxProvider,
+)
+from activities.sandbox.command_ledger import CommandLedger, dies_with_worker
 from vocabulary.text import clip
 
 LOCAL_HOST_BASH_DISABLED_MESSAGE = (
@@ -29,6 +37,8 @@ LOCAL_HOST_BASH_DISABLED_MESSAGE = (
 )
 
 _CACHE_SIZE = 256
+COMMAND_LEDGER_DIR = "sandbox-commands"
+"""Under the hartflow home: the bash commands running on it (``command_ledger.py``)."""
 _SECRET_NAME_MARKERS = ("KEY", "SECRET", "TOKEN", "PASSWORD")
 _CAPTURE_LIMIT_BYTES = 10 * 1024 * 1024
 _DRAIN_GRACE_SECONDS = 1.0
@@ -176,13 +186,17 @@ class LocalSandbox(Sandbox):
         bash_timeout: float,
         file_lock: threading.RLock,
         capture_limit_bytes: int = _CAPTURE_LIMIT_BYTES,
+        commands: CommandLedger | None = None,
     ) -> None:
+        """``commands``: where running commands are recorded for the next worker to kill should this one die
+        mid-command; ``None`` where nothing outlives the process (a pod's sandbox server is its PID 1)."""
         self._paths = paths
         self._root = Path(os.path.realpath(paths.user_data))
         self._allow_host_bash = allow_host_bash
         self._bash_timeout = bash_timeout
         self._file_lock = file_lock
         self._capture_limit = capture_limit_bytes
+        self._commands = commands
         spellings = sorted({str(paths.user_data), str(self._root)}, key=len, reverse=True)
         # Longest spelling first: a symlinked home makes one spelling a substring of the other.
         self._host_in_output = re.compile("|".join(re.escape(s) + r"(?![\w.-])" for s in spellings))
@@ -225,38 +239,44 @@ class LocalSandbox(Sandbox):
         The report is stdout, then ``\\nStd Error:\\n`` and stderr (stderr alone when stdout is empty),
         then ``\\nExit Code: N`` for a non-zero exit; a timeout kills the whole process group and reports
         a notice plus ``Exit Code: 124``. Empty output reads ``(no output)``. The environment is the
-        worker's minus variables whose names contain KEY, SECRET, TOKEN or PASSWORD.
+        worker's minus variables whose names contain KEY, SECRET, TOKEN or PASSWORD. The shell dies with the
+        worker; what it started is killed by the home's next worker, or by the tool call's next attempt
+        (``command_ledger.py``).
         """
         if not self._allow_host_bash:
             raise SandboxError(LOCAL_HOST_BASH_DISABLED_MESSAGE)
         self._paths.workspace.mkdir(parents=True, exist_ok=True)  # a command may have deleted it
         timeout = self._bash_timeout if timeout is None else timeout
         host_command = self._virtual_in_command.sub(lambda _: str(self._root), command)
-        process = subprocess.Popen(
-            ["bash", "-c", host_command],
-            cwd=self._paths.workspace,
-            env=_sandbox_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,  # its own process group, so a timeout kills the children too
-        )
-        assert process.stdout is not None and process.stderr is not None
-        scope = CURRENT_CANCEL_SCOPE.get()
-        forget = scope.on_cancel(lambda: _kill_group(process)) if scope is not None else lambda: None
-        stdout = _PipeReader(process.stdout, self._capture_limit)
-        stderr = _PipeReader(process.stderr, self._capture_limit)
-        timed_out = False
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(process)
-            process.wait()
-        finally:
-            forget()
-            stdout.join(_DRAIN_GRACE_SECONDS)
-            stderr.join(_DRAIN_GRACE_SECONDS)
+        with self._recorded() as marker:
+            process = subprocess.Popen(
+                ["bash", "-c", host_command],
+                cwd=self._paths.workspace,
+                env={**_sandbox_env(), **marker},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # its own process group, so a timeout kills the children too
+                # This thread waits for the shell below, so it ends after the shell: the death signal that follows
+                # it fires only when the worker dies (command_ledger.py).
+                preexec_fn=dies_with_worker(),
+            )
+            assert process.stdout is not None and process.stderr is not None
+            scope = CURRENT_CANCEL_SCOPE.get()
+            forget = scope.on_cancel(lambda: _kill_group(process)) if scope is not None else lambda: None
+            stdout = _PipeReader(process.stdout, self._capture_limit)
+            stderr = _PipeReader(process.stderr, self._capture_limit)
+            timed_out = False
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process)
+                process.wait()
+            finally:
+                forget()
+                stdout.join(_DRAIN_GRACE_SECONDS)
+                stderr.join(_DRAIN_GRACE_SECONDS)
 
         output, errors = stdout.text(), stderr.text()
         if errors:
@@ -267,6 +287,12 @@ class LocalSandbox(Sandbox):
         elif process.returncode != 0:
             output += f"\nExit Code: {process.returncode}"
         return self._host_in_output.sub(VIRTUAL_PATH_PREFIX, output or "(no output)")
+
+    def _recorded(self) -> AbstractContextManager[dict[str, str]]:
+        """The command's entry in the ledger while it runs (the environment variables marking it), if any."""
+        if self._commands is None:
+            return nullcontext({})
+        return self._commands.running(CURRENT_TOOL_ATTEMPT.get())
 
     # -- files -----------------------------------------------------------------------------------------
 
@@ -404,6 +430,7 @@ class LocalSandboxProvider(SandboxProvider):
 
     def __init__(self, home: Path, *, allow_host_bash: bool = False, bash_timeout: float = 600) -> None:
         self._home = home
+        self._commands = CommandLedger(home / COMMAND_LEDGER_DIR)
         self._allow_host_bash = allow_host_bash
         self._bash_timeout = bash_timeout
         self._sandboxes: OrderedDict[str, LocalSandbox] = OrderedDict()
@@ -441,6 +468,10 @@ class LocalSandboxProvider(SandboxProvider):
             return None
         return self._remember(sandbox_id, paths)
 
+    def kill_orphaned_commands(self) -> None:
+        """Kill what bash commands of a worker that died on this home left running (call it at a worker's start)."""
+        self._commands.kill_orphans()
+
     def release(self, sandbox_id: str) -> None:
         """Nothing to tear down locally (DeerFlow's Local release is a no-op); only the cache entry goes."""
         with self._lock:
@@ -452,6 +483,7 @@ class LocalSandboxProvider(SandboxProvider):
             allow_host_bash=self._allow_host_bash,
             bash_timeout=self._bash_timeout,
             file_lock=self._file_lock,
+            commands=self._commands,
         )
         with self._lock:
             self._sandboxes[sandbox_id] = sandbox
