@@ -7,6 +7,13 @@ Both live under the thread's prefix, so deleting the thread deletes them, and no
 them. A run record says which segment of the thread's workflow the run is: the workflow chain
 (``workflow_run_id``, its first execution) and the stream offset the segment starts at. Its status is not
 stored while the chain is current; it is read from Temporal (``workers/api/status.py``).
+
+A run that starts a workflow is written down twice: in the workflow's memo (:data:`RUN_MEMO`, part of the start
+itself) and then in storage. The start and the storage write cannot be one transaction, so when the write fails
+(storage down, the server killed between the two) the memo still has the run, and :func:`recovered` writes its
+record from it on the next read: a client that retries after a failed create sees the run it made and joins it,
+instead of starting it a second time (found by ``bench.soak``: a whole run twice, or the prompt taken as the
+answer to the clarification the first run asked).
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 
 RUN_ID_PATTERN = re.compile(r"[0-9a-f-]{36}")
+RUN_MEMO = "hartflow_api_run"
+"""The workflow memo key holding the API run that started the workflow (:func:`memo_of` / :func:`from_memo`)."""
 
 
 def now() -> str:
@@ -81,6 +90,23 @@ def save_run_record(objects: ObjectStore, thread: ThreadRef, record: RunRecord) 
     _write(objects, f"{_api_prefix(thread)}runs/{record.run_id}.json", asdict(record))
 
 
+def memo_of(record: RunRecord) -> dict[str, Any]:
+    """What the workflow's memo keeps of the run that starts it: the record but its execution (the memo is the
+    execution's own) and the prompt (in the workflow's input already)."""
+    kept = asdict(record)
+    del kept["workflow_run_id"]
+    kept["kwargs"] = {k: v for k, v in record.kwargs.items() if k != "input"}
+    return kept
+
+
+def from_memo(memo: dict[str, Any], workflow_run_id: str) -> RunRecord | None:
+    """The run recorded in a workflow's memo (``None`` for a workflow no API run started)."""
+    kept = memo.get(RUN_MEMO)
+    if not isinstance(kept, dict):
+        return None
+    return RunRecord(**{**kept, "workflow_run_id": workflow_run_id})
+
+
 def run_records(objects: ObjectStore, thread: ThreadRef) -> list[RunRecord]:
     """The thread's runs, newest first."""
     records = []
@@ -89,4 +115,8 @@ def run_records(objects: ObjectStore, thread: ThreadRef) -> list[RunRecord]:
         data = _read(objects, info.key)
         if data is not None:
             records.append(RunRecord(**data))
+    return newest_first(records)
+
+
+def newest_first(records: list[RunRecord]) -> list[RunRecord]:
     return sorted(records, key=lambda record: (record.created_at, record.start_offset), reverse=True)

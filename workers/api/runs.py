@@ -18,6 +18,7 @@ from sse_starlette.sse import EventSourceResponse
 from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError
 
+from activities.storage import StorageError
 from vocabulary.contracts import ThreadRef
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread
@@ -60,8 +61,30 @@ def _run_view(record: records.RunRecord, run_status: str) -> dict[str, Any]:
 async def _record(context: ApiContext, thread: ThreadRef, run_id: str) -> records.RunRecord:
     record = await asyncio.to_thread(records.run_record, context.objects, thread, run_id)
     if record is None:
+        current = await status.chain(context.client, thread)
+        if current.started_by is not None and current.started_by.run_id == run_id:
+            return await _recover(context, thread, current.started_by)
         raise HTTPException(404, f"run {run_id} not found on thread {thread.thread_id}")
     return record
+
+
+async def _with_lost_run(context: ApiContext, thread: ThreadRef, found: list[records.RunRecord],
+                         current: status.Chain) -> list[records.RunRecord]:
+    """``found`` and, when its record never reached storage, the run that started the current chain."""
+    lost = current.started_by
+    if lost is None or any(record.run_id == lost.run_id for record in found):
+        return found
+    return records.newest_first([await _recover(context, thread, lost), *found])
+
+
+async def _recover(context: ApiContext, thread: ThreadRef, lost: records.RunRecord) -> records.RunRecord:
+    """Write down a run whose record the start's memo kept (``records.py``); a failed write is tried again by
+    the next read."""
+    _log.warning("run %s of thread %s had no record: written from its workflow's memo", lost.run_id,
+                 thread.thread_id)
+    with contextlib.suppress(StorageError):
+        await asyncio.to_thread(records.save_run_record, context.objects, thread, lost)
+    return lost
 
 
 def _sse(frames: AsyncIterator[Frame], headers: dict[str, str]) -> EventSourceResponse:
@@ -158,6 +181,7 @@ async def list_runs(thread: Thread, context: Context,
                     status_filter: Annotated[str | None, Query(alias="status")] = None) -> list[dict[str, Any]]:
     found = await asyncio.to_thread(records.run_records, context.objects, thread)
     current = await status.chain(context.client, thread)
+    found = await _with_lost_run(context, thread, found, current)
     views = []
     for record in found:
         view = _run_view(record, status.run_status(record, current, _followed(record, found)))

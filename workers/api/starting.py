@@ -180,20 +180,25 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             raise HTTPException(422, f"reply refused: {_root(exc)}") from None
-        return await asyncio.to_thread(_record, context, thread, body, current.first_run_id, offset)
+        record = _record(thread, body, current.first_run_id, offset)
+        await asyncio.to_thread(records.save_run_record, context.objects, thread, record)
+        return record
     if current.active:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; "
                                  "wait for it to finish or cancel it (multitask_strategy 'reject')")
-    first_run_id = await _start(context, thread, body)
+    record = _record(thread, body, "", 0)
+    record.workflow_run_id = await _start(context, thread, body, record)
+    # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await asyncio.to_thread(_finalize_previous, context, thread, current)
-    return await asyncio.to_thread(_record, context, thread, body, first_run_id, 0)
+    await asyncio.to_thread(records.save_run_record, context.objects, thread, record)
+    return record
 
 
 def _thread_exists(context: ApiContext, thread: ThreadRef) -> bool:
     return records.thread_record(context.objects, thread) is not None or context.store.exists(thread)
 
 
-async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate) -> str:
+async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord) -> str:
     message = _last_human(body)
     text = message_content(message) if message is not None else ""
     problem = message_problem(text, context.config.run.max_message_chars)
@@ -214,6 +219,7 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate) -> str
             task_queue=context.config.temporal.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+            memo={records.RUN_MEMO: records.memo_of(record)},
             static_summary=f"{text.splitlines()[0][:120] if text else '(api run)'} · thread {thread.thread_id}",
             search_attributes=TypedSearchAttributes([
                 SearchAttributePair(sa.THREAD_ID, thread.thread_id),
@@ -233,21 +239,21 @@ def _finalize_previous(context: ApiContext, thread: ThreadRef, previous: status.
     (Temporal answers for the newest chain only)."""
     if previous.first_run_id is None:
         return
-    for record in records.run_records(context.objects, thread):
+    stored = records.run_records(context.objects, thread)
+    if previous.started_by is not None and all(r.run_id != previous.started_by.run_id for r in stored):
+        stored.append(previous.started_by)  # its record never reached storage (records.py): now or never
+    for record in stored:
         if record.workflow_run_id == previous.first_run_id and record.final_status is None:
             record.final_status = status.run_status(record, previous, followed=False)
             records.save_run_record(context.objects, thread, record)
             return
 
 
-def _record(context: ApiContext, thread: ThreadRef, body: RunCreate, first_run_id: str,
-            offset: int) -> records.RunRecord:
-    record = records.RunRecord(
+def _record(thread: ThreadRef, body: RunCreate, first_run_id: str, offset: int) -> records.RunRecord:
+    return records.RunRecord(
         run_id=str(uuid.uuid4()), thread_id=thread.thread_id, assistant_id=body.assistant_id,
         workflow_id=workflow_id_for(thread.thread_id), workflow_run_id=first_run_id, start_offset=offset,
         created_at=records.now(), metadata=dict(body.metadata),
         kwargs={"input": body.input, "command": body.command, "config": body.config, "context": body.context,
                 "stream_mode": body.modes(), "on_disconnect": body.on_disconnect},
     )
-    records.save_run_record(context.objects, thread, record)
-    return record

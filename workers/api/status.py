@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from vocabulary.contracts import ThreadRef
-from workers.api.records import RunRecord
+from workers.api.records import RunRecord, from_memo
 from workflows import search_attributes as sa
 from workflows.run import workflow_id_for
 
@@ -45,6 +45,8 @@ class Chain:
 
     first_run_id: str | None
     status: str
+    started_by: RunRecord | None = None
+    """The API run that started the chain, from its memo (``records.RUN_MEMO``); ``None`` for a CLI run."""
 
     @property
     def active(self) -> bool:
@@ -67,13 +69,14 @@ async def chain(client: Client, thread: ThreadRef) -> Chain:
     if attributes.get(sa.USER_ID) not in (None, thread.user_id):
         return Chain(None, "none")  # the workflow id is per thread id: another user's run is not this thread's
     first = description.raw_info.first_run_id or description.run_id
+    started_by = from_memo(await description.memo(), first)
     if description.status == WorkflowExecutionStatus.RUNNING:
         paused = attributes.get(sa.STATUS) == "awaiting_input"
-        return Chain(first, "awaiting_input" if paused else "running")
+        return Chain(first, "awaiting_input" if paused else "running", started_by)
     if description.status in _CLOSED:
-        return Chain(first, _CLOSED[description.status])
+        return Chain(first, _CLOSED[description.status], started_by)
     closed = attributes.get(sa.STATUS)
-    return Chain(first, "error" if closed == "error" else "completed")
+    return Chain(first, "error" if closed == "error" else "completed", started_by)
 
 
 def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
