@@ -3,7 +3,8 @@
 worker replays a closed run, and the rest comes from the run's archive instead of a 500), storage down (503
 with a one-line reason, which clients retry, instead of an unhandled exception), and the Temporal server
 restarted under a live stream (ridden out by the server: the consumer misses nothing and sees nothing twice,
-no traceback) or down for a plain request (503)."""
+no traceback) or down for a plain request (503), and a run whose record never reached storage (found from its
+workflow's memo, so a client's retry joins it instead of starting it twice)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from tests.support.faults import private_dev_server, wait_for_file, worker_proce
 from tests.support.inprocess_api import serving_api
 from tests.support.s3server import S3Server, s3_storage_settings
 from vocabulary.contracts import ThreadRef
-from workers.api import records
+from workers.api import records, starting
+from workers.api.deps import ApiContext
+from workers.api.starting import RunCreate
 from workers.api.status import Chain, chain
 from workers.api.stream import RunFrames, run_frames
 from workers.config import open_object_store
@@ -124,3 +127,39 @@ async def test_a_stream_rides_out_a_temporal_restart_and_a_request_meanwhile_is_
 
 def _api_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "hartflow.api"]
+
+
+async def test_a_run_whose_record_never_reached_storage_is_found_and_joined_not_started_twice(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path
+) -> None:
+    """What a server killed between starting a run's workflow and writing its record (or storage failing just
+    then) leaves behind: a workflow and no record. The client's retry must find that run, not start another."""
+    workspace_of = lambda thread_id: home / f"users/default/threads/{thread_id}/user-data/workspace"  # noqa: E731
+    slow = "touch started; while [ ! -f gate ]; do sleep 0.05; done; echo once >> log"
+    script = write_script(tmp_path, [calls(tool_call("bash", "slow", command=slow)), answer("all done")])
+    config = make_config(home, temporal_address, model=script)
+    async with running_worker(client, config):
+        api_client = await connect(config)
+        async with serving_api(config, api_client) as url:
+            sdk = get_client(url=url)
+            thread_id = (await sdk.threads.create())["thread_id"]
+            body = RunCreate(input={"messages": [{"role": "user", "content": "go"}]}, stream_mode=MODES)
+            started = starting._record(ThreadRef(config.user_id, thread_id), body, "", 0)
+            # The start as the API does it, and then nothing: the server died before the record was written.
+            await starting._start(ApiContext(config, api_client), ThreadRef(config.user_id, thread_id), body, started)
+            await wait_for_file(workspace_of(thread_id) / "started")
+
+            listed = await sdk.runs.list(thread_id)
+            with pytest.raises(Exception) as busy:  # a retry that starts again is refused while the run is on
+                await sdk.runs.create(thread_id, "hartflow", input={"messages": [{"role": "user", "content": "go"}]})
+            (workspace_of(thread_id) / "gate").touch()
+            joined = await sdk.runs.join(thread_id, started.run_id)
+            after = await sdk.runs.list(thread_id)
+
+    assert [run["run_id"] for run in listed] == [started.run_id]
+    assert busy.value.response.status_code == 409  # type: ignore[attr-defined]
+    assert joined["messages"][-1]["content"] == "all done"
+    assert [(run["run_id"], run["status"]) for run in after] == [(started.run_id, "success")]
+    thread = ThreadRef(config.user_id, thread_id)
+    assert records.run_record(open_object_store(config), thread, started.run_id) is not None, "written on first read"
+    assert (workspace_of(thread_id) / "log").read_text() == "once\n"
