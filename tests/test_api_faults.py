@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from tests.support.s3server import S3Server, s3_storage_settings
 from vocabulary.contracts import ThreadRef
 from workers.api import records, starting
 from workers.api.deps import ApiContext
+from workers.api.outages import riding_out, storage_down
 from workers.api.starting import RunCreate
 from workers.api.status import Chain, chain
 from workers.api.stream import RunFrames, run_frames
@@ -163,3 +165,34 @@ async def test_a_run_whose_record_never_reached_storage_is_found_and_joined_not_
     thread = ThreadRef(config.user_id, thread_id)
     assert records.run_record(open_object_store(config), thread, started.run_id) is not None, "written on first read"
     assert (workspace_of(thread_id) / "log").read_text() == "once\n"
+
+
+async def test_a_record_that_must_follow_a_reply_is_written_once_storage_is_back(
+    home: Path, temporal_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The record of a reply the run already took has no memo to come back from: its write waits out the outage
+    (``workers/api/starting.py``, ``riding_out(..., outage=storage_down)``)."""
+    s3 = S3Server(tmp_path / "s3")
+    s3.start()
+    try:
+        config = make_config(home, temporal_address, storage=s3_storage_settings(s3, s3.create_bucket("reply-down")))
+        objects = open_object_store(config)
+        thread = ThreadRef(config.user_id, "t-reply")
+        record = records.RunRecord(str(uuid.uuid4()), "t-reply", "hartflow", "hartflow-t-reply", "run", 3, "now")
+        s3.stop()
+        with caplog.at_level(logging.WARNING):
+            write = asyncio.create_task(
+                riding_out(
+                    lambda: asyncio.to_thread(records.save_run_record, objects, thread, record),
+                    "recording a reply",
+                    outage=storage_down,
+                    service="storage",
+                )
+            )
+            while not any(m.startswith("storage unavailable while recording") for m in _api_logs(caplog)):
+                await asyncio.sleep(0.1)
+            s3.start()
+            await write
+        assert records.run_record(objects, thread, record.run_id) == record
+    finally:
+        s3.stop()

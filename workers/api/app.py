@@ -20,7 +20,7 @@ from temporalio.service import RPCError
 from activities.storage import StorageError
 from workers.api import auth, discovery, files, models_route, runs, threads
 from workers.api.deps import ApiContext
-from workers.api.temporal_outage import unreachable
+from workers.api.outages import unreachable
 from workers.config import HartflowConfig
 
 PREFIXES = ("", "/api")

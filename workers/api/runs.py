@@ -22,9 +22,9 @@ from activities.storage import StorageError
 from vocabulary.contracts import ThreadRef
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread
+from workers.api.outages import riding_out, unreachable
 from workers.api.starting import RunCreate, begin, stream_modes
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
-from workers.api.temporal_outage import riding_out, unreachable
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10

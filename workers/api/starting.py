@@ -33,6 +33,7 @@ from vocabulary.contracts import ThreadRef
 from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
+from workers.api.outages import riding_out, storage_down
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem, workflow_id_for
@@ -181,7 +182,13 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
         except WorkflowUpdateFailedError as exc:
             raise HTTPException(422, f"reply refused: {_root(exc)}") from None
         record = _record(thread, body, current.first_run_id, offset)
-        await asyncio.to_thread(records.save_run_record, context.objects, thread, record)
+        # The run took the reply: its record must follow, through a storage outage too (no memo has it).
+        await riding_out(
+            lambda: asyncio.to_thread(records.save_run_record, context.objects, thread, record),
+            f"recording run {record.run_id}",
+            outage=storage_down,
+            service="storage",
+        )
         return record
     if current.active:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; "

@@ -32,9 +32,9 @@ from activities.run_archive import load_run_archive
 from activities.storage import ObjectStore
 from vocabulary.contracts import ThreadRef
 from workers.api import status
+from workers.api.outages import riding_out, unreachable
 from workers.api.records import RunRecord
 from workers.api.status import Chain, pending_request
-from workers.api.temporal_outage import riding_out, unreachable
 from workflows.run import PROGRESS_TOPIC
 from workflows.state_stream import MESSAGES_TOPIC, fold
 
