@@ -107,6 +107,13 @@ def from_memo(memo: dict[str, Any], workflow_run_id: str) -> RunRecord | None:
     return RunRecord(**{**kept, "workflow_run_id": workflow_run_id})
 
 
+def unrecorded(found: list[RunRecord], started_by: RunRecord | None) -> RunRecord | None:
+    """The run that started a chain (from its memo) when ``found`` lacks it: its record never reached storage."""
+    if started_by is None or any(record.run_id == started_by.run_id for record in found):
+        return None
+    return started_by
+
+
 def run_records(objects: ObjectStore, thread: ThreadRef) -> list[RunRecord]:
     """The thread's runs, newest first."""
     records = []

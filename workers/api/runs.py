@@ -71,8 +71,8 @@ async def _record(context: ApiContext, thread: ThreadRef, run_id: str) -> record
 async def _with_lost_run(context: ApiContext, thread: ThreadRef, found: list[records.RunRecord],
                          current: status.Chain) -> list[records.RunRecord]:
     """``found`` and, when its record never reached storage, the run that started the current chain."""
-    lost = current.started_by
-    if lost is None or any(record.run_id == lost.run_id for record in found):
+    lost = records.unrecorded(found, current.started_by)
+    if lost is None:
         return found
     return records.newest_first([await _recover(context, thread, lost), *found])
 

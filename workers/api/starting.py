@@ -247,8 +247,8 @@ def _finalize_previous(context: ApiContext, thread: ThreadRef, previous: status.
     if previous.first_run_id is None:
         return
     stored = records.run_records(context.objects, thread)
-    if previous.started_by is not None and all(r.run_id != previous.started_by.run_id for r in stored):
-        stored.append(previous.started_by)  # its record never reached storage (records.py): now or never
+    if (lost := records.unrecorded(stored, previous.started_by)) is not None:
+        stored.append(lost)  # its record never reached storage (records.py): now or never
     for record in stored:
         if record.workflow_run_id == previous.first_run_id and record.final_status is None:
             record.final_status = status.run_status(record, previous, followed=False)
