@@ -84,6 +84,52 @@ async def test_storage_down_is_a_503_the_client_can_retry(
         s3.stop()
 
 
+async def test_a_stream_reading_a_closed_runs_archive_rides_out_storage_down(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A closed run's frames come from its archive in storage: a storage outage then is waited out (the consumer
+    gets every frame once S3 is back), not an exception raised after the response started."""
+    s3 = S3Server(tmp_path / "s3")
+    s3.start()
+    try:
+        storage = s3_storage_settings(s3, s3.create_bucket("archive-down"))
+        config = make_config(home, temporal_address, storage=storage, model=write_script(tmp_path, [answer("kept")]))
+        async with running_worker(client, config):
+            api_client = await connect(config)
+            async with serving_api(config, api_client) as url:
+                sdk = get_client(url=url)
+                thread_id = (await sdk.threads.create())["thread_id"]
+                body = {"messages": [{"role": "user", "content": "go"}]}
+                run = await sdk.runs.create(thread_id, "hartflow", input=body)
+                await sdk.runs.join(thread_id, run["run_id"])
+        thread = ThreadRef(config.user_id, thread_id)
+        objects = open_object_store(config)
+        record = records.run_record(objects, thread, run["run_id"])
+        assert record is not None
+        closed = await chain(api_client, thread)
+        with caplog.at_level(logging.WARNING, logger="hartflow.api"):
+            await asyncio.to_thread(s3.stop)
+            try:
+                frames = asyncio.ensure_future(_collect(run_frames(api_client, objects, thread,
+                                                                   RunFrames(record, MODES), None, closed)))
+                while not frames.done() and not any(
+                    "storage unavailable while reading the archive" in m for m in _api_logs(caplog)
+                ):
+                    await asyncio.sleep(0.1)
+                assert not frames.done(), "the archive read gave up (or raised) while storage was down"
+            finally:
+                await asyncio.to_thread(s3.start)
+            read = await frames
+    finally:
+        s3.stop()
+    assert [f.data["kind"] for f in read if f.event == "custom"][-1] == "run_finished"
+    assert [f.data for f in read if f.event == "values"][-1]["messages"][-1]["content"] == "kept"
+
+
+async def _collect(frames: Any) -> list[Any]:
+    return [frame async for frame in frames]
+
+
 async def test_a_stream_rides_out_a_temporal_restart_and_a_request_meanwhile_is_a_503(
     home: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

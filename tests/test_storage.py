@@ -482,3 +482,30 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
     events = [e async for e in handle.fetch_history_events()]
     # No model attempt was spent on the outage.
     assert [attempt for _, attempt, _ in completed_attempts(events, "model.invoke")] == [1, 1]
+
+
+async def test_s3_down_while_a_cold_worker_replays_a_claim_checked_input_the_task_waits_instead_of_failing(
+    client: Client, home: Path, temporal_address: str, s3_server: S3Server, s3_storage: dict[str, Any],
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """A workflow task that must read a claim-checked payload while S3 is down waits for it: failing would log the
+    SDK's "Failed handling activation" traceback and be retried by the server anyway."""
+    caplog.set_level("WARNING", logger="activities.storage")
+    config = make_config(home, temporal_address, storage={**s3_storage, "payload_threshold_bytes": 1024})
+    prompt = "deploy it: " + "p" * 5000  # the run's input is claim-checked
+    script = [ask_clarification("Which region?", **MISSING_INFO), answer("Deploying to eu-west.")]
+    model = write_script(tmp_path, script)
+    async with running_worker(client, config):
+        handle = await start_run(client, config, prompt, model=model, thread_id=unique("outage-replay"))
+        assert (await settle(handle)).status == "awaiting_input"
+    async with running_worker(client, config):  # cold: the reply's task replays the history, input included
+        await asyncio.to_thread(s3_server.stop)
+        try:
+            await handle.signal("clarification_reply", "eu-west")
+            await _until(lambda: _logged(caplog, "reading payload"))
+        finally:
+            await asyncio.to_thread(s3_server.start)
+        view = await settle(handle)
+    assert view.status == "completed" and view.final_message == "Deploying to eu-west."
+    failed = [r.getMessage() for r in caplog.records if "Failed handling activation" in r.getMessage()]
+    assert not failed, failed

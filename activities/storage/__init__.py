@@ -120,12 +120,14 @@ def wait_out_outage(
     *,
     what: str,
     max_wait: float = OUTAGE_MAX_WAIT_SECONDS,
+    max_delay: float = 15.0,
     sleep: Callable[[float], None] = time.sleep,
 ) -> T:
     """Run a blocking storage ``operation``, retrying :class:`StorageError` (never a config error) with backoff
-    for up to ``max_wait`` seconds, then letting the last error through.
+    for up to ``max_wait`` seconds (pausing at most ``max_delay`` between tries), then letting the last error
+    through.
 
-    For the places where failing the activity costs more than waiting: after a tool ran (a retried activity
+    For the places where failing costs more than waiting: after a tool ran (a retried activity
     would run the tool again) and before a model call (a failed attempt spends the model's retry budget). The
     caller heartbeats meanwhile, so a dead worker is still noticed."""
     delay, waited = 1.0, 0.0
@@ -140,7 +142,7 @@ def wait_out_outage(
             _log.warning("%s: storage unavailable (%s); retrying in %.0f s", what, exc, delay)
             sleep(delay)
             waited += delay
-            delay = min(delay * 2, 15.0)
+            delay = min(delay * 2, max_delay)
 
 
 def validate_key(key: str) -> str:

@@ -26,7 +26,8 @@ import asyncio
 import contextlib
 import hashlib
 import string
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.aws.s3driver import S3StorageDriver, S3StorageDriverClient
@@ -40,7 +41,7 @@ from temporalio.converter import (
     StorageDriverWorkflowInfo,
 )
 
-from activities.storage import ObjectExistsError, ObjectStore, StorageError
+from activities.storage import ObjectExistsError, ObjectStore, StorageError, wait_out_outage
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.s3 import S3ObjectStore
 
@@ -52,6 +53,9 @@ while the values a turn normally carries (a tool call, a short answer, a transcr
 and readable in the Web UI."""
 FILESYSTEM_DRIVER = "hartflow.filesystem"
 S3_DRIVER = "aws.s3driver"
+
+T = TypeVar("T")
+_PAYLOAD_RETRY_DELAY = 1.0
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "!-_.*'()")
 
@@ -121,7 +125,13 @@ class FilesystemPayloadDriver(StorageDriver):
 
 
 class ObjectStoreS3Client(S3StorageDriverClient):
-    """The SDK S3 driver's client, over our boto3 store: keys land under ``{storage.s3.prefix}payloads/``."""
+    """The SDK S3 driver's client, over our boto3 store: keys land under ``{storage.s3.prefix}payloads/``.
+
+    Every call waits out a storage outage (``wait_out_outage``) instead of failing at once. The driver runs while
+    the SDK decodes a workflow activation or encodes its completion, and a failure there fails the workflow task
+    with a traceback ("Failed handling activation") and is retried by the server anyway: the run cannot go on
+    without the payload, so waiting for S3 is the same progress without the failure. Past the wait the error
+    goes through as before."""
 
     def __init__(self, store: S3ObjectStore) -> None:
         self._store = store
@@ -132,18 +142,23 @@ class ObjectStoreS3Client(S3StorageDriverClient):
 
     async def put_object(self, *, bucket: str, key: str, data: bytes) -> None:
         self._check_bucket(bucket)
-        await asyncio.to_thread(self._store.put, PAYLOAD_PREFIX + key, data)
+        await self._waiting(lambda: self._store.put(PAYLOAD_PREFIX + key, data), f"storing payload {key}")
 
     async def object_exists(self, *, bucket: str, key: str) -> bool:
         self._check_bucket(bucket)
-        return await asyncio.to_thread(self._store.exists, PAYLOAD_PREFIX + key)
+        return await self._waiting(lambda: self._store.exists(PAYLOAD_PREFIX + key), f"looking up payload {key}")
 
     async def get_object(self, *, bucket: str, key: str) -> bytes:
         self._check_bucket(bucket)
-        data = await asyncio.to_thread(self._store.get, PAYLOAD_PREFIX + key)
+        data = await self._waiting(lambda: self._store.get(PAYLOAD_PREFIX + key), f"reading payload {key}")
         if data is None:
             raise StorageError(f"external payload {PAYLOAD_PREFIX}{key} is missing from {self._store.describe()}")
         return data
+
+    @staticmethod
+    async def _waiting(operation: Callable[[], T], what: str) -> T:
+        # Short pauses: a workflow task waits on this, and should go on as soon as S3 is back.
+        return await asyncio.to_thread(wait_out_outage, operation, what=what, max_delay=_PAYLOAD_RETRY_DELAY)
 
     def describe(self) -> Mapping[str, str]:
         return {"store": self._store.describe()}

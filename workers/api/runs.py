@@ -22,7 +22,7 @@ from activities.storage import StorageError
 from vocabulary.contracts import ThreadRef
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread
-from workers.api.outages import riding_out, unreachable
+from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.starting import RunCreate, begin, stream_modes
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
 
@@ -113,12 +113,13 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
         ended = True
         yield Frame("end", None)
     except Exception as exc:
-        if not unreachable(exc):
+        if not (unreachable(exc) or storage_down(exc)):
             raise
         # Away past the outage budget: the consumer hears why, and resumes from its last event id later.
         ended = True  # not a consumer going away: nothing to cancel
-        _log.warning("stream of run %s ended, Temporal unreachable: %s", frames.record.run_id, exc)
-        yield Frame("error", {"error": "ServiceUnavailable", "message": f"Temporal unreachable: {exc}"})
+        service = "storage" if storage_down(exc) else "Temporal"
+        _log.warning("stream of run %s ended, %s unavailable: %s", frames.record.run_id, service, exc)
+        yield Frame("error", {"error": "ServiceUnavailable", "message": f"{service} unavailable: {exc}"})
     finally:
         if cancel_on_disconnect and not ended and live:
             handle = context.client.get_workflow_handle(frames.record.workflow_id)

@@ -32,7 +32,7 @@ from activities.run_archive import load_run_archive
 from activities.storage import ObjectStore
 from vocabulary.contracts import ThreadRef
 from workers.api import status
-from workers.api.outages import riding_out, unreachable
+from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
 from workers.api.status import Chain, pending_request
 from workflows.run import PROGRESS_TOPIC
@@ -151,7 +151,10 @@ async def _items(
         finally:
             await items.aclose()  # type: ignore[attr-defined]  # an async generator, typed as its iterator
         current = await riding_out(lambda: status.chain(client, thread), f"streaming {record.workflow_id}")
-    archive = await load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id)
+    archive = await riding_out(
+        lambda: load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id),
+        f"reading the archive of {record.workflow_id}", outage=storage_down, service="storage",
+    )
     for event in archive.events if archive is not None else []:
         if event.offset >= next_offset:
             yield event.offset, event.topic, event.data
