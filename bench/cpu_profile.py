@@ -26,7 +26,7 @@ def _has(*needles: str) -> Callable[[Stack], bool]:
 
 
 def _in_workflow_code(frames: Stack) -> bool:
-    return _has("InSandbox.activate")(frames) and any(
+    return _has("_WorkflowInstanceImpl.activate")(frames) and any(
         f"({package}/" in frame for frame in frames for package in ("workflows", "middlewares", "vocabulary")
     )
 
@@ -38,9 +38,9 @@ CATEGORIES: list[tuple[str, Callable[[Stack], bool]]] = [
             not _has("_handle_activation", "_ActivityWorker")(f) and _has("_find_and_load", "in_process_worker")(f)
         ),
     ),
-    ("workflow: SDK sandbox serialization-context lookups", _has("get_serialization_context", "get_external_store")),
+    ("workflow: SDK serialization-context lookups", _has("get_serialization_context", "get_external_store")),
     ("workflow: hartflow code (workflows/, middlewares/, vocabulary/)", _in_workflow_code),
-    ("workflow: SDK activation in the sandbox", _has("_Instance.activate")),
+    ("workflow: SDK activation (the workflow instance's event loop)", _has("_WorkflowInstanceImpl.activate")),
     ("workflow: payload visiting, encode/decode", _has("decode_activation", "encode_completion", "PayloadVisitor")),
     ("workflow: other SDK work", _has("_WorkflowWorker")),
     ("model.invoke: transcript store", _has("TranscriptStore")),

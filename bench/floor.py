@@ -3,7 +3,7 @@
 No middleware, no state, no persistence: what any durable agent on Temporal pays at least. The model activity
 returns the workload's canned response for the turn (an AIMessage-like dict), the tool activity lists the same
 kind of empty directory the other systems list. Same dev server, data converter and worker options as hartflow's
-worker (sandboxed workflow runner, 16 activity threads, the same sticky-queue timeout).
+worker (its workflow runner, 16 activity threads, the same sticky-queue timeout).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-with workflow.unsafe.imports_passed_through():
-    from bench.workload import responses
-    from workers.config import TemporalSettings
+from bench.workload import responses
+from workers.config import TemporalSettings
+from workers.worker import workflow_runner
 
 MODEL_ACTIVITY = "floor.model"
 TOOL_ACTIVITY = "floor.tool"
@@ -82,6 +82,7 @@ def floor_worker(client: Client, task_queue: str, workspace: str) -> Worker:
         workflows=[FloorWorkflow],
         activities=[activities.model, activities.tool],
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
+        workflow_runner=workflow_runner(),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=TemporalSettings().sticky_queue_timeout_seconds),
         graceful_shutdown_timeout=timedelta(seconds=5),
     )

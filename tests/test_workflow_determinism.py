@@ -1,7 +1,7 @@
 """Workflow code (``workflows/`` and ``middlewares/``) stays deterministic and free of I/O.
 
-The worker passes these packages through the workflow sandbox (workers/worker.py explains why), so the sandbox no
-longer stops a wall-clock read or a file open at run time. This test stops them at review time instead: it
+The worker runs workflows outside the SDK's import sandbox (``workers.worker.workflow_runner`` explains why), so
+nothing stops a wall-clock read or a file open at run time. This test stops them at review time instead: it
 walks the source and refuses the calls and imports that would make a replay diverge. Activities do the I/O.
 """
 
@@ -60,6 +60,9 @@ def _violations(path: Path) -> list[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[str] = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Global):
+            # Module state shared by every run the worker runs: one run's values would steer another's replay.
+            found.append(f"{path.name}:{node.lineno} rebinds module state {', '.join(node.names)}")
         if isinstance(node, ast.ExceptHandler):
             found += [f"{path.name}:{node.lineno} catches {name}" for name in _caught(node.type)]
         names: list[str] = []
@@ -107,10 +110,12 @@ def test_the_check_catches_what_it_is_meant_to_catch(tmp_path: Path) -> None:
     bad.write_text(
         "import time\nfrom datetime import datetime\nfrom activities.tools import X\n"
         "def f():\n    datetime.now()\n    open('x')\n    return time.time()\n"
+        "def g():\n    global seen\n    seen = 1\n"
     )
     assert _violations(bad) == [
         "bad.py:1 imports time",
         "bad.py:3 imports activities.tools",
+        "bad.py:9 rebinds module state seen",
         "bad.py:5 calls datetime.now",
         "bad.py:6 calls open",
     ]

@@ -2,8 +2,8 @@
 
 The workflow owns this contract and the activities implement it. It lives here (not in ``activities/``)
 so that workflow and middleware code can name an activity and build its input without importing the
-activity implementations, which pull in boto3, kubernetes and HTTP clients that must stay out of the
-workflow sandbox.
+activity implementations, which pull in boto3, kubernetes and HTTP clients that workflow code must never
+reach.
 """
 
 from __future__ import annotations

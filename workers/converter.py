@@ -4,7 +4,8 @@ The SDK's pydantic converter caches its ``TypeAdapter`` per converter instance, 
 SDK builds a fresh converter for every activity task and child workflow (``DataConverter._with_store_context``
 replaces the dataclass, which constructs a new payload converter). Without a shared cache each activity input
 rebuilt its pydantic schema: about a third of a scripted turn's CPU time. Building a schema is pure, so the
-cache is shared by all instances (per import: the workflow sandbox gets its own copy with its own classes).
+cache is shared by all instances (``lru_cache`` is thread-safe: workflow activations and activities run in
+different threads).
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import os
 from collections.abc import Sequence
 from datetime import timedelta
@@ -21,8 +20,7 @@ from temporalio.client import (
     ScheduleUpdate,
 )
 from temporalio.common import QueryRejectCondition, VersioningBehavior, WorkerDeploymentVersion
-from temporalio.worker import Worker, WorkerDeploymentConfig
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
 from activities.guardrails import GuardrailActivities
 from activities.images import ImageActivities
@@ -54,16 +52,6 @@ from workflows.run import RunWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
 from workflows.subagent import SubagentWorkflow
 
-# langchain_core subclasses classes the sandbox restricts (http.client), so it must be passed through;
-# it is import-time pure, and passing it through also saves re-importing it for every workflow run.
-# opentelemetry: the dispatcher's hook spans must reach the process's (replay-safe) tracer provider, which a
-# sandbox-local copy of the module would not see.
-# vocabulary/, workflows/ and middlewares/ (our deterministic code): re-importing them into every workflow run's
-# sandbox cost ~0.5 s of CPU and ~5 MB per run, which made 20 runs started together take 3x as long (measured
-# with bench/throughput.py). Passed through, their calls are no longer checked by the sandbox at run time, so
-# tests/test_workflow_determinism.py checks their source instead, and the replay tests check their behaviour.
-PASSTHROUGH_MODULES = ("langchain_core", "langsmith", "yaml", "opentelemetry", "vocabulary", "workflows", "middlewares")
-
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 """How long a stopping worker lets its activities finish before the SDK cancels them."""
 
@@ -76,12 +64,16 @@ WORKFLOWS: Sequence[type] = (
 )
 
 
-def workflow_runner() -> SandboxedWorkflowRunner:
-    restrictions = SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-    # The sandbox hands out ZoneInfo objects as restricted proxies, which datetime rejects; DynamicContext needs a
-    # real zone for the date it injects. Only the constructor is used (clear_cache/from_file stay unused).
-    members = restrictions.invalid_module_members.with_child_unrestricted("zoneinfo", "ZoneInfo")
-    return SandboxedWorkflowRunner(restrictions=dataclasses.replace(restrictions, invalid_module_members=members))
+def workflow_runner() -> UnsandboxedWorkflowRunner:
+    """Workflows run outside the SDK's import sandbox. The sandbox re-imports every module a run needs into that
+    run and proxies the standard library to refuse nondeterministic calls. Our deterministic packages
+    (vocabulary/, workflows/, middlewares/) had to be passed through it (re-imported for every run they cost
+    ~0.5 s of CPU and ~5 MB per run: 20 runs started together took 3x as long, ``bench/throughput.py``), and
+    passed-through code is not checked at run time, so the sandbox guarded none of our code and still cost the
+    largest share of a turn's workflow CPU (``python -m bench.cpu_profile``: its serialization-context lookups
+    alone). What guards determinism instead: ``tests/test_workflow_determinism.py`` refuses wall-clock reads,
+    random ids, I/O and ``global`` rebinding in that source, and the replay tests replay committed histories."""
+    return UnsandboxedWorkflowRunner()
 
 
 async def connect(config: HartflowConfig, address: str | None = None, *, serve_metrics: bool = False) -> Client:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from langchain_core.messages import ToolMessage
 from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
-
-with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import ToolMessage
 
 from middlewares.base import ToolCallRequest
 from vocabulary.delegation import SUBAGENT_STATUS_KEY, task_result_message

@@ -10,11 +10,8 @@ import asyncio
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from temporalio import workflow
+from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 from temporalio.common import RetryPolicy
-
-with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.context import ActivityOptions

@@ -10,11 +10,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from langchain_core.messages import AIMessage
 from temporalio import workflow
 from temporalio.workflow import HandlerUnfinishedPolicy
-
-with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import AIMessage
 
 from middlewares.base import Middleware
 from middlewares.chain import describe

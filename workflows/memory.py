@@ -17,12 +17,10 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 
+from langchain_core.messages import AIMessage
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
-
-with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import AIMessage
 
 from middlewares._model_call import prompt_request
 from vocabulary.contracts import (

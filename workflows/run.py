@@ -20,13 +20,11 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
-
-with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from middlewares.base import Middleware, ModelRequest
 from middlewares.chain import build_lead_chain, describe

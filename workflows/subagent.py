@@ -16,10 +16,8 @@ The lead starts it with ``recursion_limit`` = the subagent type's ``max_turns`` 
 
 from __future__ import annotations
 
+from langchain_core.messages import HumanMessage
 from temporalio import workflow
-
-with workflow.unsafe.imports_passed_through():
-    from langchain_core.messages import HumanMessage
 
 from middlewares.chain import build_subagent_chain
 from vocabulary.state import ThreadState

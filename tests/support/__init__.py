@@ -12,30 +12,23 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio import workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ActivityError, RetryState
 
-# The middlewares of tests/support/ run inside the workflow sandbox (named in ``run.extensions``), and importing
-# them runs this package first: its imports (the worker, the config, boto3, kubernetes) are passed through, as
-# the worker passes its own deterministic packages through, or the sandbox would re-import them and refuse
-# kubernetes' http.client subclasses. Outside a workflow this is a plain import.
-with workflow.unsafe.imports_passed_through():
-    from temporalio.api.enums.v1 import EventType
-    from temporalio.client import Client, WorkflowHandle
-    from temporalio.common import SearchAttributePair, TypedSearchAttributes
-    from temporalio.exceptions import ActivityError, RetryState
-
-    from activities.storage.filesystem import FilesystemObjectStore
-    from activities.thread_store import FilesystemThreadStore
-    from middlewares.context import ActivityOptions, RunContext
-    from middlewares.run_settings import RunSettings
-    from tests.support.history import fill_transcript_messages
-    from vocabulary.contracts import ModelCallInput, ThreadRef
-    from workers.config import HartflowConfig, load_config
-    from workers.payloads import client_for
-    from workers.worker import build_worker
-    from workers.worker_stop import running
-    from workflows import search_attributes as sa
-    from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
+from activities.storage.filesystem import FilesystemObjectStore
+from activities.thread_store import FilesystemThreadStore
+from middlewares.context import ActivityOptions, RunContext
+from middlewares.run_settings import RunSettings
+from tests.support.history import fill_transcript_messages
+from vocabulary.contracts import ModelCallInput, ThreadRef
+from workers.config import HartflowConfig, load_config
+from workers.payloads import client_for
+from workers.worker import build_worker
+from workers.worker_stop import running
+from workflows import search_attributes as sa
+from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
 
 
 def unique(prefix: str) -> str:
