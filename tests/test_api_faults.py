@@ -29,10 +29,24 @@ from workers.api.outages import riding_out, storage_down
 from workers.api.starting import RunCreate
 from workers.api.status import Chain, chain
 from workers.api.stream import RunFrames, run_frames
-from workers.config import open_object_store
+from workers.config import HartflowConfig, open_object_store
 from workers.worker import connect
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
+
+
+async def _finished_run(config: HartflowConfig, api_client: Client) -> tuple[ThreadRef, records.RunRecord, Chain]:
+    """One run on a new thread through the API (the official client), joined until it ended: its thread, its
+    record and the thread's closed chain."""
+    async with serving_api(config, api_client) as url:
+        sdk = get_client(url=url)
+        thread_id = (await sdk.threads.create())["thread_id"]
+        run = await sdk.runs.create(thread_id, "hartflow", input={"messages": [{"role": "user", "content": "go"}]})
+        await sdk.runs.join(thread_id, run["run_id"])
+    thread = ThreadRef(config.user_id, thread_id)
+    record = records.run_record(open_object_store(config), thread, run["run_id"])
+    assert record is not None
+    return thread, record, await chain(api_client, thread)
 
 
 async def test_a_stream_that_saw_its_run_open_reads_the_rest_from_the_archive(
@@ -42,16 +56,8 @@ async def test_a_stream_that_saw_its_run_open_reads_the_rest_from_the_archive(
     config = make_config(home, temporal_address, model=script)
     async with running_worker(client, config):
         api_client = await connect(config)  # as every hartflow client: queries go out NOT_OPEN
-        async with serving_api(config, api_client) as url:
-            sdk = get_client(url=url)
-            thread_id = (await sdk.threads.create())["thread_id"]
-            run = await sdk.runs.create(thread_id, "hartflow", input={"messages": [{"role": "user", "content": "go"}]})
-            await sdk.runs.join(thread_id, run["run_id"])
-    thread = ThreadRef(config.user_id, thread_id)
+        thread, record, closed = await _finished_run(config, api_client)
     objects = open_object_store(config)
-    record = records.run_record(objects, thread, run["run_id"])
-    assert record is not None
-    closed = await chain(api_client, thread)
     seen_open = Chain(closed.first_run_id, "running")  # what a consumer read just before the run closed
     assert closed.status == "completed"
 
@@ -96,17 +102,8 @@ async def test_a_stream_reading_a_closed_runs_archive_rides_out_storage_down(
         config = make_config(home, temporal_address, storage=storage, model=write_script(tmp_path, [answer("kept")]))
         async with running_worker(client, config):
             api_client = await connect(config)
-            async with serving_api(config, api_client) as url:
-                sdk = get_client(url=url)
-                thread_id = (await sdk.threads.create())["thread_id"]
-                body = {"messages": [{"role": "user", "content": "go"}]}
-                run = await sdk.runs.create(thread_id, "hartflow", input=body)
-                await sdk.runs.join(thread_id, run["run_id"])
-        thread = ThreadRef(config.user_id, thread_id)
+            thread, record, closed = await _finished_run(config, api_client)
         objects = open_object_store(config)
-        record = records.run_record(objects, thread, run["run_id"])
-        assert record is not None
-        closed = await chain(api_client, thread)
         with caplog.at_level(logging.WARNING, logger="hartflow.api"):
             await asyncio.to_thread(s3.stop)
             try:
