@@ -44,6 +44,7 @@ from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
 from workers import telemetry
 from workers.config import HartflowConfig, open_object_store
+from workers.determinism import check_extensions
 from workers.models import check_worker_models
 from workers.payloads import data_converter_for
 from workflows.circuit_breaker import CircuitBreakerWorkflow
@@ -154,10 +155,12 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
 
 
 def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any) -> Worker:
-    """A worker for ``config``. Checks the models and the storage first: a model it cannot build raises
-    ``ConfigError``, a wrong endpoint, bucket or secret ``StorageConfigError``, naming the setting here, at start,
-    instead of failing every run later."""
+    """A worker for ``config``. Checks the models, the extension middlewares and the storage first: a model it
+    cannot build or an extension that is not deterministic workflow code raises ``ConfigError``, a wrong
+    endpoint, bucket or secret ``StorageConfigError``, naming the setting here, at start, instead of failing
+    every run later."""
     check_worker_models(config)
+    check_extensions(config.run.extensions)
     objects = open_object_store(config)
     objects.check()
     return Worker(
