@@ -87,10 +87,11 @@ def test_a_run_the_server_terminated_is_reported_per_turn_made_with_its_reason()
 
 
 def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() -> None:
-    sandbox = "_handle_activation (temporalio/worker/_workflow.py:1);_Instance.activate (x.py:2)"
+    activation = "_RunningWorkflow.activate (temporalio/worker/_workflow.py:1);_WorkflowInstanceImpl.activate (x.py:2)"
     lines = [
-        f"{sandbox};InSandbox.activate (y.py:3);RunWorkflow._loop (workflows/run.py:4) 7",
-        f"{sandbox};get_serialization_context (z.py:5) 3",
+        f"{activation};_run_once (y.py:3);RunWorkflow._loop (workflows/run.py:4) 7",
+        f"{activation};get_serialization_context (z.py:5) 3",
+        f"{activation};_run_once (y.py:3) 4",
         "_ActivityWorker._run (temporalio/worker/_activity.py:6);ToolActivities.execute (activities/tools.py:7) 2",
         "<module> (bench/breakdown.py:1);_find_and_load (<frozen importlib._bootstrap>:2) 5",
         "BaseEventLoop._run_once (asyncio/base_events.py:1) 1",
@@ -98,7 +99,8 @@ def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() 
     samples = summarise(lines)
     assert samples == {
         "workflow: hartflow code (workflows/, middlewares/, vocabulary/)": 7,
-        "workflow: SDK sandbox serialization-context lookups": 3,
+        "workflow: SDK serialization-context lookups": 3,
+        "workflow: SDK activation (the workflow instance's event loop)": 4,
         "tool.execute": 2,
         "startup: imports, building the worker": 5,
         "other: event loop, bridge polls": 1,

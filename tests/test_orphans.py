@@ -64,6 +64,10 @@ def collections_only_where_the_test_runs_them() -> Iterator[None]:
     objects, instead of running their finalizers in the workflow sandbox, or for seconds under the deadlock
     detector."""
     gc.collect()
+    # What survived is frozen out of every later collection: a collection inside an activation then walks only
+    # what this test allocated, not the whole heap of a process that ran hundreds of tests (walking that took
+    # longer than the SDK's 2 s deadlock timeout on a loaded machine, failing the run's task on every attempt).
+    gc.freeze()
     callbacks = list(gc.callbacks)
     gc.callbacks.clear()
     was_enabled = gc.isenabled()
@@ -72,6 +76,7 @@ def collections_only_where_the_test_runs_them() -> Iterator[None]:
         yield
     finally:
         gc.callbacks.extend(callbacks)
+        gc.unfreeze()
         if was_enabled:
             gc.enable()
 
