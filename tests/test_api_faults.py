@@ -105,8 +105,7 @@ async def test_a_stream_reading_a_closed_runs_archive_rides_out_storage_down(
             thread, record, closed = await _finished_run(config, api_client)
         objects = open_object_store(config)
         with caplog.at_level(logging.WARNING, logger="hartflow.api"):
-            await asyncio.to_thread(s3.stop)
-            try:
+            async with s3.down():
                 frames = asyncio.ensure_future(_collect(run_frames(api_client, objects, thread,
                                                                    RunFrames(record, MODES), None, closed)))
                 while not frames.done() and not any(
@@ -114,8 +113,6 @@ async def test_a_stream_reading_a_closed_runs_archive_rides_out_storage_down(
                 ):
                     await asyncio.sleep(0.1)
                 assert not frames.done(), "the archive read gave up (or raised) while storage was down"
-            finally:
-                await asyncio.to_thread(s3.start)
             read = await frames
     finally:
         s3.stop()

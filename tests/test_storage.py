@@ -390,15 +390,12 @@ async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_i
         # The second model call has stored its request's messages (its transcript manifest) and now waits for the
         # gate: from here on, only the final commit needs storage.
         await _until(lambda: _at_least(manifest_count, requests_so_far + 1))
-        await asyncio.to_thread(s3_server.stop)  # off the loop: the in-process worker must keep heartbeating
-        try:
+        async with s3_server.down():
             gate.touch()
             # The commit fails and is retried with backoff (1 s, 2 s, 4 s, 8 s): its fifth attempt starts ~15 s
             # after the first, so S3 stays down for longer than that.
             await _until(lambda: _at_least(lambda: _commit_attempt(handle), 5))
             assert _unreachable(config)
-        finally:
-            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     snapshot = thread_store(config).load(ref)
@@ -442,13 +439,10 @@ async def test_s3_down_across_a_tool_call_and_the_next_model_call_waits_without_
     async with running_worker(client, config):
         handle = await start_run(client, config, "make a file", model=model, thread_id=thread)
         await _until(lambda: asyncio.to_thread(runs.exists))
-        await asyncio.to_thread(s3_server.stop)
-        try:
+        async with s3_server.down():
             gate.touch()
             await _until(lambda: _logged(caplog, "storing the tool's file changes: storage unavailable"))
             # The gate stays open: the tool is finished; what waits now is its push (and then the model call).
-        finally:
-            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Made it."
     assert runs.read_text().splitlines() == ["run"]  # the tool ran exactly once
@@ -471,12 +465,9 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
     async with running_worker(client, config):
         handle = await start_run(client, config, "deploy it", model=model, thread_id=thread)
         assert (await settle(handle)).status == "awaiting_input"
-        await asyncio.to_thread(s3_server.stop)
-        try:
+        async with s3_server.down():
             await handle.signal("clarification_reply", "eu-west")
             await _until(lambda: _logged(caplog, "reading the request's messages: storage unavailable"))
-        finally:
-            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     events = [e async for e in handle.fetch_history_events()]
@@ -499,12 +490,9 @@ async def test_s3_down_while_a_cold_worker_replays_a_claim_checked_input_the_tas
         handle = await start_run(client, config, prompt, model=model, thread_id=unique("outage-replay"))
         assert (await settle(handle)).status == "awaiting_input"
     async with running_worker(client, config):  # cold: the reply's task replays the history, input included
-        await asyncio.to_thread(s3_server.stop)
-        try:
+        async with s3_server.down():
             await handle.signal("clarification_reply", "eu-west")
             await _until(lambda: _logged(caplog, "reading payload"))
-        finally:
-            await asyncio.to_thread(s3_server.start)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     failed = [r.getMessage() for r in caplog.records if "Failed handling activation" in r.getMessage()]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -9,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +102,16 @@ class S3Server:
                 path.unlink(missing_ok=True)
             for path in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
                 path.unlink(missing_ok=True)
+
+    @contextlib.asynccontextmanager
+    async def down(self) -> AsyncIterator[None]:
+        """S3 stopped for the body and started again after it, also when the body fails; both off the event loop
+        (they block for a second or so, and an in-process worker on the loop must keep heartbeating)."""
+        await asyncio.to_thread(self.stop)
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(self.start)
 
     def client(self):  # type: ignore[no-untyped-def]
         return boto3.client(
