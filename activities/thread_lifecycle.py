@@ -3,9 +3,14 @@
 What a thread owns, on either backend (:func:`thread_prefixes` is the one place that says so):
 
 * ``users/{u}/threads/{t}/`` — its state versions, uploads, outputs, workspace, message blobs;
-* ``payloads/v0/ns/{ns}/wt/{type}/wi/hartflow-{t}/`` — the Temporal external-storage payloads of its runs
-  (the layout of ``activities/storage/payloads.py``, which is the SDK S3 driver's: the workflow id is a whole
-  key segment after ``wi``, so ``hartflow-a`` never matches ``hartflow-ab``).
+* ``payloads/v0/ns/{ns}/wt/{type}/wi/{workflow id}/ri/{run id}/`` — the Temporal external-storage payloads of
+  each of its runs (the layout of ``activities/storage/payloads.py``, which is the SDK S3 driver's: the workflow
+  id is a whole key segment after ``wi``, so ``hartflow:u:a`` never matches ``hartflow:u:ab``).
+
+Which runs' payloads go is the caller's decision (:func:`stored_runs` lists them, the caller asks Temporal
+whose they are and whether they have closed, ``workers/thread_workflow.py``): the workflow id alone does not
+say, since runs started before ids were per user share ``hartflow-{thread}`` across users, and a run that
+starts while the thread is being deleted must keep its payloads.
 
 With a remote backend a worker also keeps a working copy of the thread's files under its own home; deleting
 on this host removes that copy too (other hosts' copies are caches that their next sync finds gone).
@@ -18,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activities.storage import ObjectStore
+from activities.storage.payloads import encode_segment
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 from vocabulary.paths import thread_dir, validate_thread_id
 
 PAYLOADS_NAMESPACES = "payloads/v0/ns/"
-WORKFLOW_ID_PREFIX = "hartflow-"
 
 
 @dataclass
@@ -72,23 +77,33 @@ def list_threads(objects: ObjectStore, user_id: str) -> list[ThreadSummary]:
     return summaries
 
 
-def thread_prefixes(objects: ObjectStore, thread: ThreadRef) -> list[str]:
-    """The key prefixes holding everything ``thread`` owns (see the module docstring), thread folder first."""
-    prefixes = [f"{thread_dir(thread.user_id, thread.thread_id)}/"]
-    workflow_id = f"{WORKFLOW_ID_PREFIX}{thread.thread_id}"
+@dataclass(frozen=True)
+class StoredRun:
+    """One run that has external payloads in storage: under ``prefix``, everything it stored."""
+
+    workflow_id: str
+    run_id: str
+    prefix: str
+
+
+def stored_runs(objects: ObjectStore, workflow_ids: list[str]) -> list[StoredRun]:
+    """The runs of ``workflow_ids`` (in any namespace, of any workflow type) that have payloads in storage."""
+    found = []
     for namespace in objects.list_children(PAYLOADS_NAMESPACES):
         types = f"{PAYLOADS_NAMESPACES}{namespace}/wt/"
         for workflow_type in objects.list_children(types):
-            runs = f"{types}{workflow_type}/wi/{workflow_id}/"
-            if objects.list_children(runs):
-                prefixes.append(runs)
-    return prefixes
+            for workflow_id in workflow_ids:
+                runs = f"{types}{workflow_type}/wi/{encode_segment(workflow_id)}/ri/"
+                for run_id in objects.list_children(runs):
+                    found.append(StoredRun(workflow_id, run_id, f"{runs}{run_id}/"))
+    return found
 
 
-def delete_thread(objects: ObjectStore, thread: ThreadRef, home: Path) -> DeletedThread:
-    """Remove everything ``thread`` owns. The caller makes sure no run of the thread is active."""
+def delete_thread(objects: ObjectStore, thread: ThreadRef, home: Path, runs: list[StoredRun]) -> DeletedThread:
+    """Remove ``thread``'s folder and the payloads of ``runs``. The caller makes sure that no run of the thread
+    is active and that ``runs`` are the thread's (:func:`stored_runs`)."""
     deleted = DeletedThread(thread.thread_id)
-    for prefix in thread_prefixes(objects, thread):
+    for prefix in [f"{thread_dir(thread.user_id, thread.thread_id)}/", *(run.prefix for run in runs)]:
         deleted.prefixes[prefix] = objects.delete_prefix(prefix)
     local = home / thread_dir(thread.user_id, thread.thread_id)
     if local.is_dir():

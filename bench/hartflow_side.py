@@ -22,11 +22,12 @@ import yaml
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig, load_config
 from workers.worker import build_worker
 from workers.worker_stop import running
 from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,7 +86,7 @@ async def start_run(
     return await client.start_workflow(
         RunWorkflow.run,
         RunInput(thread_id=thread_id, user_id=config.user_id, message=message, model=model, settings=config.run),
-        id=workflow_id_for(thread_id),
+        id=run_workflow_id(config.user_id, thread_id),
         task_queue=config.temporal.task_queue,
         search_attributes=TypedSearchAttributes(
             [

@@ -105,35 +105,45 @@ async def test_another_users_thread_is_not_found(base_url: str, api_config: Hart
     async with http(base_url, "bob") as as_bob:
         for response in (
             await as_bob.get(f"/api/threads/{thread_id}/uploads/list"),
-            await as_bob.post(f"/api/threads/{thread_id}/uploads", files={"files": ("b.txt", b"bob's")}),
             await as_bob.delete(f"/api/threads/{thread_id}/uploads/a.txt"),
             await as_bob.get(f"/api/threads/{thread_id}/artifacts/mnt/user-data/outputs/a.txt"),
         ):
             assert response.status_code == 404, response.text
-    assert stored_keys(open_object_store(api_config)) == before
+        assert stored_keys(open_object_store(api_config)) == before
+        # An upload to a thread id bob has not used goes to bob's own thread of that name, as for any new id:
+        # the answer says nothing of alice's thread, and none of her keys change.
+        sent = await as_bob.post(f"/api/threads/{thread_id}/uploads", files={"files": ("b.txt", b"bob's")})
+        assert sent.status_code == 200, sent.text
+    after = stored_keys(open_object_store(api_config))
+    assert {key for key in after if not key.startswith("users/bob/")} == before
+    assert [key for key in after - before if key.endswith("b.txt")] == [
+        f"users/bob/threads/{thread_id}/user-data/uploads/b.txt"
+    ]
     assert (await alice.threads.get(thread_id))["metadata"] == {"owner": "alice"}
 
 
-async def test_uploads_may_precede_the_thread_but_never_take_another_users_id(
+async def test_uploads_may_precede_the_thread_and_each_user_has_his_own_thread_of_a_name(
     base_url: str, api_config: HartflowConfig
 ) -> None:
-    """DeerFlow's frontend uploads a new chat's files, then creates the thread with that id."""
+    """DeerFlow's frontend uploads a new chat's files, then creates the thread with that id. Thread ids are per
+    user, so a second user's upload to the same new id is his own thread's, and neither sees the other's files."""
     alice, bob = sdk(base_url, "alice"), sdk(base_url, "bob")
     new_id = f"new-chat-{os.getpid()}"
     async with http(base_url, "alice") as as_alice, http(base_url, "bob") as as_bob:
         sent = await as_alice.post(f"/api/threads/{new_id}/uploads", files={"files": ("brief.txt", b"hello")})
         assert sent.status_code == 200, sent.text
-        before = stored_keys(open_object_store(api_config))
-        taken = await as_bob.post(f"/api/threads/{new_id}/uploads", files={"files": ("x.txt", b"bob")})
-        assert taken.status_code == 404  # the id is alice's now: bob's upload is refused, nothing written
-        assert stored_keys(open_object_store(api_config)) == before
         assert (await as_bob.get(f"/api/threads/{new_id}/uploads/list")).status_code == 404
+        taken = await as_bob.post(f"/api/threads/{new_id}/uploads", files={"files": ("x.txt", b"bob")})
+        assert taken.status_code == 200, taken.text
         created = await alice.threads.create(thread_id=new_id)  # the first run's thread, same id
         assert created["thread_id"] == new_id
         listed = (await as_alice.get(f"/api/threads/{new_id}/uploads/list")).json()
         assert [f["filename"] for f in listed["files"]] == ["brief.txt"]
+        listed = (await as_bob.get(f"/api/threads/{new_id}/uploads/list")).json()
+        assert [f["filename"] for f in listed["files"]] == ["x.txt"]
     with pytest.raises(NotFoundError):
         await bob.threads.get(new_id)
+    assert (await bob.threads.create(thread_id=new_id))["thread_id"] == new_id  # his own, beside alice's
 
 
 async def test_uploads_and_artifacts_round_trip(base_url: str, api_config: HartflowConfig) -> None:

@@ -24,9 +24,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.support import answer, calls, make_config, running_worker, tool_call, write_script
 from tests.support.inprocess_api import serving_api
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.payloads import client_for
-from workflows.run import workflow_id_for
 
 JS_CLIENT = Path(__file__).parent / "js_client"
 TOKEN = "js-client-token-0123456789"
@@ -113,8 +113,8 @@ async def test_js_client_streams_interrupts_and_resumes(js_client_dir: Path, url
 
     # The answer resumed the paused workflow through its `reply` update, and the workflow that completed is the
     # one the first run started (its chain goes back to a plain start, not to another workflow).
-    histories = await _chain_histories(client, workflow_id_for(seen["thread_id"]))
-    assert (await client.get_workflow_handle(workflow_id_for(seen["thread_id"])).describe()).status == (
+    histories = await _chain_histories(client, run_workflow_id("js-user", seen["thread_id"]))
+    assert (await client.get_workflow_handle(run_workflow_id("js-user", seen["thread_id"])).describe()).status == (
         WorkflowExecutionStatus.COMPLETED
     )
     updates = [

@@ -17,9 +17,9 @@ from temporalio.client import Client
 
 from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from tests.support.inprocess_api import serving_api
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig, open_object_store
 from workers.worker import connect
-from workflows.run import workflow_id_for
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
 
@@ -164,7 +164,7 @@ async def test_clarification_is_an_interrupt_and_resume_continues_the_same_workf
     assert state["next"] == ["ask_clarification"]
     assert state["tasks"][0]["interrupts"][0]["value"]["question"] == interrupt["value"]["question"]
     assert (await sdk.runs.get(thread_id, parts[0].data["run_id"]))["status"] == "success"
-    first_run = (await client.get_workflow_handle(workflow_id_for(thread_id)).describe()).run_id
+    first_run = (await client.get_workflow_handle(run_workflow_id("default", thread_id)).describe()).run_id
 
     with pytest.raises(UnprocessableEntityError):
         await sdk.runs.create(thread_id, "hartflow", command={"resume": {"option_id": "nope"}})
@@ -176,7 +176,8 @@ async def test_clarification_is_an_interrupt_and_resume_continues_the_same_workf
     assert final["messages"][-1]["content"] == "blue it is"
     assert message_ids(final)[: len(message_ids(last_values))] == message_ids(last_values)
     assert (await sdk.threads.get(thread_id))["status"] == "idle"
-    assert (await client.get_workflow_handle(workflow_id_for(thread_id)).describe()).run_id == first_run
+    workflow_id = run_workflow_id("default", thread_id)
+    assert (await client.get_workflow_handle(workflow_id).describe()).run_id == first_run
     assert [r["status"] for r in await sdk.runs.list(thread_id)] == ["success"] * 3
 
 
@@ -285,10 +286,11 @@ async def test_deerflows_reply_message_and_a_plain_message_answer_the_pause(url:
     # A plain message on an interrupted thread is a free-text answer, to the same workflow.
     other = (await sdk.threads.create())["thread_id"]
     await _pause(sdk, other, scripts["ask"])
-    paused_run = (await client.get_workflow_handle(workflow_id_for(other)).describe()).run_id
+    paused_run = (await client.get_workflow_handle(run_workflow_id("default", other)).describe()).run_id
     final = await sdk.runs.wait(other, "hartflow", input=user("green, actually"))
     assert any("green, actually" in str(m["content"]) for m in final["messages"])
-    assert (await client.get_workflow_handle(workflow_id_for(other)).describe()).run_id == paused_run
+    other_workflow = run_workflow_id("default", other)
+    assert (await client.get_workflow_handle(other_workflow).describe()).run_id == paused_run
 
 
 async def test_if_not_exists_create_makes_the_thread(url: str) -> None:

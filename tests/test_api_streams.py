@@ -19,12 +19,12 @@ from tests.support import answer, calls, make_config, running_worker, tool_call,
 from tests.support.api_server import ApiServer, CuttingProxy, write_config
 from tests.support.inprocess_api import serving_api
 from vocabulary.contracts import ThreadRef
+from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records
 from workers.api.status import Chain
 from workers.api.stream import RunFrames, run_frames
 from workers.config import HartflowConfig, open_object_store
 from workers.worker import connect
-from workflows.run import workflow_id_for
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
 
@@ -130,7 +130,7 @@ async def test_on_disconnect_cancel_cancels_the_run_and_after_agent_ran(
         parts = sdk.runs.stream(thread_id, "hartflow", input=user("go"), stream_mode=MODES, on_disconnect="cancel")
         first = await until_values(parts)
         with pytest.raises(WorkflowFailureError):
-            await worker.get_workflow_handle(workflow_id_for(thread_id)).result()
+            await worker.get_workflow_handle(run_workflow_id(api_config.user_id, thread_id)).result()
         run_id = first[0].data["run_id"]
         assert (await sdk.runs.get(thread_id, run_id))["status"] == "interrupted"
         assert (await sdk.threads.get(thread_id))["status"] == "idle"

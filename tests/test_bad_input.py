@@ -43,8 +43,11 @@ from tests.support import (
 )
 from tests.support.faults import env_worker_process
 from vocabulary.contracts import MODEL_INVOKE
+from vocabulary.workflow_ids import run_workflow_id
 from workers.cli import run_command
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, workflow_id_for
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
+
+USER = "default"  # the CLI's user: the config's user_id, unset
 
 # -- fixtures: one worker process for the module, a clean CLI environment per test ----------------------------
 
@@ -123,7 +126,7 @@ def _workflow_exists(worker: CliWorker, thread_id: str) -> bool:
     async def describe() -> bool:
         client = await Client.connect(worker.address)
         try:
-            await client.get_workflow_handle(workflow_id_for(thread_id)).describe()
+            await client.get_workflow_handle(run_workflow_id(USER, thread_id)).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False
@@ -136,7 +139,7 @@ def _workflow_exists(worker: CliWorker, thread_id: str) -> bool:
 def _history(worker: CliWorker, thread_id: str) -> list[Any]:
     async def fetch() -> list[Any]:
         client = await Client.connect(worker.address)
-        return await history_events(client.get_workflow_handle(workflow_id_for(thread_id)))
+        return await history_events(client.get_workflow_handle(run_workflow_id(USER, thread_id)))
 
     return asyncio.run(fetch())
 
@@ -144,7 +147,7 @@ def _history(worker: CliWorker, thread_id: str) -> list[Any]:
 def _result(worker: CliWorker, thread_id: str) -> RunView:
     async def wait() -> RunView:
         client = await Client.connect(worker.address, data_converter=pydantic_data_converter)
-        return await client.get_workflow_handle(workflow_id_for(thread_id), result_type=RunView).result()
+        return await client.get_workflow_handle(run_workflow_id(USER, thread_id), result_type=RunView).result()
 
     return asyncio.run(wait())
 
@@ -502,7 +505,7 @@ async def test_a_run_started_by_another_client_refuses_bad_input_before_writing_
             handle = await client.start_workflow(
                 RunWorkflow.run,
                 run_input,
-                id=workflow_id_for(run_input.thread_id),
+                id=unique("bad-client-input"),  # the thread id may be invalid: no run id derives from it
                 task_queue=config.temporal.task_queue,
                 # Only a safety net: without the check, a bad id would retry the state load forever.
                 execution_timeout=timedelta(minutes=2),

@@ -32,10 +32,11 @@ from tests.support import (
 )
 from tests.support.faults import REPO, private_dev_server, time_skipping_environment
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.devserver import find_temporal_cli
 from workflows import search_attributes as sa
-from workflows.run import RunView, workflow_id_for
+from workflows.run import RunView
 
 
 def _messages(home: Path, thread_id: str) -> list[dict[str, Any]]:
@@ -80,7 +81,7 @@ async def test_a_paused_run_survives_a_server_crash_and_another_process_answers(
         await asyncio.to_thread(server.start)
 
         client = await Client.connect(server.address, data_converter=pydantic_data_converter)
-        handle = client.get_workflow_handle(workflow_id_for(thread), result_type=RunView)
+        handle = client.get_workflow_handle(run_workflow_id(config.user_id, thread), result_type=RunView)
         description = await handle.describe()
         assert description.typed_search_attributes.get(sa.STATUS) == "awaiting_input"
         async with running_worker(client, config):

@@ -55,9 +55,9 @@ from tests.support import (
 from tests.support.faults import kill_hard, worker_process
 from tests.support.kube import REPO, Cluster, eventually, eventually_async
 from vocabulary.contracts import SANDBOX_RELEASE, ThreadRef
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.worker import SWEEPER_SCHEDULE_PREFIX, ensure_sweeper_schedule, thread_store
-from workflows.run import workflow_id_for
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult
 
 WS = "/mnt/user-data/workspace"
@@ -260,7 +260,7 @@ async def test_lazy_acquire_on_the_first_bash_call_and_release_on_success(
     sandbox_id = sandbox_id_for(config.user_id, thread)
     assert cluster.creations("pods", pod_name(sandbox_id)) == 1
     [created] = [r.data for r in cluster.emulator[kmock.action.CREATE, kmock.resource("v1/pods")]]
-    assert created["metadata"]["annotations"][WORKFLOW_ID_ANNOTATION] == workflow_id_for(thread)
+    assert created["metadata"]["annotations"][WORKFLOW_ID_ANNOTATION] == run_workflow_id(config.user_id, thread)
     assert _nothing_left(cluster)  # released by after_agent
 
 
@@ -435,7 +435,7 @@ async def test_the_scheduled_sweeper_deletes_orphans_and_keeps_live_sandboxes(
         closed_run = await start_run(client, config, "hi", model=write_script(home, [answer("bye")]))
         closed = await closed_run.result()
         live = await asyncio.to_thread(
-            provider.acquire, config.user_id, live_thread, run_key=workflow_id_for(live_thread)
+            provider.acquire, config.user_id, live_thread, run_key=run_workflow_id(config.user_id, live_thread)
         )
         finished = await asyncio.to_thread(
             provider.acquire, config.user_id, closed.thread_id, run_key=closed.workflow_id
@@ -456,7 +456,7 @@ async def test_the_scheduled_sweeper_deletes_orphans_and_keeps_live_sandboxes(
             result = await client.get_workflow_handle(sweep_id, result_type=SweepResult).result()
         finally:
             await schedule.delete()
-            await client.get_workflow_handle(workflow_id_for(live_thread)).terminate()
+            await client.get_workflow_handle(run_workflow_id(config.user_id, live_thread)).terminate()
     assert result.examined == 3
     assert {(s.sandbox_id, s.reason) for s in result.deleted} == {(finished, "run closed"), (orphan, "run not found")}
     assert cluster.names("pods") == [pod_name(live)]
@@ -472,7 +472,7 @@ async def test_hartflow_sandboxes_list_and_sweep(
     async with running_worker(client, config):
         live_thread = await _paused_run(client, config, home)
         live = await asyncio.to_thread(
-            provider.acquire, config.user_id, live_thread, run_key=workflow_id_for(live_thread)
+            provider.acquire, config.user_id, live_thread, run_key=run_workflow_id(config.user_id, live_thread)
         )
         orphan = await asyncio.to_thread(provider.acquire, config.user_id, "gone", run_key="hartflow-gone")
 
@@ -499,7 +499,7 @@ async def test_hartflow_sandboxes_list_and_sweep(
         assert len(cluster.names("pods")) == 2
 
         swept = await asyncio.to_thread(_cli, config_file, "sandboxes", "sweep")
-        await client.get_workflow_handle(workflow_id_for(live_thread)).terminate()
+        await client.get_workflow_handle(run_workflow_id(config.user_id, live_thread)).terminate()
     assert swept.returncode == 0, swept.stderr
     result = json.loads(swept.stdout)
     assert (result["examined"], result["dry_run"]) == (2, False)

@@ -31,10 +31,11 @@ from vocabulary.transcript import (
     preamble_json,
     sha256_hex,
 )
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig, open_object_store
 from workers.payloads import client_for, data_converter_for
 from workers.worker import thread_store
-from workflows.run import RunView, workflow_id_for
+from workflows.run import RunView
 
 THREAD = ThreadRef("default", "t-1")
 BIG = 20 * 1024 * 1024
@@ -249,7 +250,7 @@ async def test_a_20_mb_value_goes_through_every_path_on_both_backends(
     runs = await chain_histories(client_for(client, config), handle.id, handle.first_execution_run_id or "")
     _assert_claim_checked(runs, config)
     objects = open_object_store(config)
-    keys = list(thread_payload_keys(objects, workflow_id_for(view.thread_id)))
+    keys = list(thread_payload_keys(objects, run_workflow_id(config.user_id, view.thread_id)))
     assert keys and all(key.startswith(PAYLOAD_PREFIX) for key in keys)
     assert max(objects.head(key).size for key in keys) > BIG  # type: ignore[union-attr]
 

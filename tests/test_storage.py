@@ -20,6 +20,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.memory_store import load_memory, save_memory
 from activities.storage import ObjectStore, StorageConfigError
+from activities.storage.payloads import encode_segment
 from activities.thread_store import KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
 from tests.support import (
     answer,
@@ -38,6 +39,7 @@ from tests.support.s3server import S3Server
 from vocabulary.contracts import ThreadCommitInput, ThreadRef
 from vocabulary.messages import HumanMessage
 from vocabulary.state import ThreadState
+from vocabulary.workflow_ids import run_workflow_id
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
 from workers.devserver import free_port, port_answers
@@ -255,8 +257,10 @@ async def test_threads_list_and_delete_on_both_backends_refusing_a_paused_run(
     # The claim-check payloads of each thread's runs (layout of activities/storage/payloads.py); a thread whose
     # id merely starts with the deleted one's keeps its own.
     payloads = "payloads/v0/ns/default/wt/HartflowRun/wi"
-    objects.put(f"{payloads}/hartflow-{done}/ri/r1/d/sha256/aa", b"blob")
-    objects.put(f"{payloads}/hartflow-{done}x/ri/r2/d/sha256/bb", b"other thread's blob")
+    done_runs = f"{payloads}/{encode_segment(run_workflow_id('default', done))}/ri"
+    other_runs = f"{payloads}/{encode_segment(run_workflow_id('default', done + 'x'))}/ri"
+    objects.put(f"{done_runs}/r1/d/sha256/aa", b"blob")  # a run Temporal no longer knows: still this thread's
+    objects.put(f"{other_runs}/r2/d/sha256/bb", b"other thread's blob")
     async with running_worker(client, config):
         finished = await settle(
             await start_run(client, config, "hi", model=write_script(tmp_path, [answer("Hello!")]), thread_id=done)
@@ -290,9 +294,9 @@ async def test_threads_list_and_delete_on_both_backends_refusing_a_paused_run(
         assert code == 0, err
         deleted = json.loads(out)
         assert deleted["prefixes"][f"users/default/threads/{done}/"] >= 2  # the state version and the upload
-        assert deleted["prefixes"][f"{payloads}/hartflow-{done}/"] == 1
+        assert deleted["prefixes"][f"{done_runs}/r1/"] == 1
         assert list(objects.list(f"users/default/threads/{done}/")) == []
-        assert objects.get(f"{payloads}/hartflow-{done}x/ri/r2/d/sha256/bb") == b"other thread's blob"
+        assert objects.get(f"{other_runs}/r2/d/sha256/bb") == b"other thread's blob"
         assert not (home / "users/default/threads" / done).exists()
 
         code, out, err = await _cli(capsys, "state", done, "--config", cli_config)
@@ -303,7 +307,7 @@ async def test_threads_list_and_delete_on_both_backends_refusing_a_paused_run(
         assert [row["thread_id"] for row in json.loads(out)["threads"]] == [paused]
         code, out, err = await _cli(capsys, "threads", "delete", "../x", "--yes", "--config", cli_config)
         assert code == 2 and "invalid thread id" in err
-        await client.get_workflow_handle(f"hartflow-{paused}").cancel()
+        await client.get_workflow_handle(run_workflow_id("default", paused)).cancel()
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,7 @@ async def test_the_web_ui_shows_summaries_the_paused_filter_and_the_pending_ques
             capsys, config, tmp_path, "run", "list my files", "--thread", done_thread, "--model", listing
         )
         assert code == 0
-        code, _ = await _hartflow(
+        code, paused = await _hartflow(
             capsys, config, tmp_path, "run", "Paint the living room", "--thread", paused_thread, "--model", asking
         )
         assert code == 3
@@ -122,7 +122,7 @@ async def test_the_web_ui_shows_summaries_the_paused_filter_and_the_pending_ques
         page.set_default_timeout(30_000)
 
         # A completed run: its event history names every step the way the pipeline does.
-        await page.goto(f"{base}/{done['workflow_id']}/{done['run_id']}/history")
+        await page.goto(f"{base}/{urllib.parse.quote(done['workflow_id'], safe='')}/{done['run_id']}/history")
         model_label = f"model scripted:{Path(listing.removeprefix('scripted:')).name}"
         for summary in (
             f"{model_label} · turn 1",
@@ -136,9 +136,9 @@ async def test_the_web_ui_shows_summaries_the_paused_filter_and_the_pending_ques
         # The runs waiting on a person: the HartflowStatus filter finds the paused run and only it.
         query = urllib.parse.quote('HartflowStatus="awaiting_input"')
         await page.goto(f"{base}?query={query}")
-        paused_link = page.get_by_role("link", name=f"hartflow-{paused_thread}")
+        paused_link = page.get_by_role("link", name=paused["workflow_id"])
         await paused_link.wait_for()
-        assert await page.get_by_role("link", name=f"hartflow-{done_thread}").count() == 0
+        assert await page.get_by_role("link", name=done["workflow_id"]).count() == 0
 
         # The paused run: the question and its options are in the current details.
         await paused_link.click()

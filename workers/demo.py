@@ -17,9 +17,10 @@ import sys
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import load_config
-from workflows.run import workflow_id_for
 
 HAIKU = "Histories replay,\nworkers fall and rise again —\nthe river runs on."
 
@@ -137,9 +138,10 @@ def run_demo(args: argparse.Namespace) -> int:
         return _abort(f"could not read the thread state (exit {code})")
 
     ui_port = base.temporal.embedded_ui_port or base.temporal.embedded_port + 1000
+    workflow = quote(run_workflow_id(base.user_id, thread), safe="")
     _say(
         "Inspect the run in the Temporal Web UI: start `hartflow dev`, then open\n"
-        f"     http://127.0.0.1:{ui_port}/namespaces/{base.temporal.namespace}/workflows/{workflow_id_for(thread)}"
+        f"     http://127.0.0.1:{ui_port}/namespaces/{base.temporal.namespace}/workflows/{workflow}"
     )
     return 0
 

@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -94,7 +95,7 @@ class Stack:
         base = self.ui_base
         if base is None:
             return None
-        path = f"{base}/namespaces/{self.config.temporal.namespace}/workflows/{workflow_id}"
+        path = f"{base}/namespaces/{self.config.temporal.namespace}/workflows/{quote(workflow_id, safe='')}"
         return f"{path}/{run_id}/history" if run_id else path
 
     async def __aenter__(self) -> Stack:

@@ -77,11 +77,9 @@ __all__ = [
     "RunWorkflow",
     "input_problem",
     "message_problem",
-    "workflow_id_for",
 ]
 
 WORKFLOW_NAME = "HartflowRun"
-WORKFLOW_ID_PREFIX = "hartflow-"
 
 PROGRESS_TOPIC = "progress"
 """The workflow-stream topic carrying the run's progress events (``RunEvent.as_dict()``)."""
@@ -95,10 +93,6 @@ _STORE_OPTIONS = ActivityOptions(
     start_to_close=timedelta(seconds=60),
     retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 )
-
-
-def workflow_id_for(thread_id: str) -> str:
-    return f"{WORKFLOW_ID_PREFIX}{thread_id}"
 
 
 @workflow.defn(name=WORKFLOW_NAME)

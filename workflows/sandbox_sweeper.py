@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
+from vocabulary import workflow_ids
 from vocabulary.contracts import (
     SANDBOX_INVENTORY,
     SANDBOX_RELEASE,
@@ -31,7 +32,7 @@ from vocabulary.contracts import (
     SandboxReleaseInput,
     ThreadRef,
 )
-from workflows.run import workflow_id_for
+from vocabulary.paths import InvalidIdError
 
 SWEEPER_WORKFLOW_NAME = "HartflowSandboxSweeper"
 
@@ -64,10 +65,14 @@ class SweepResult:
 
 
 def run_workflow_id(record: SandboxRecord) -> str:
-    """The run workflow that owns the sandbox: from its label, else derived from its thread as runs are."""
+    """The run workflow that owns the sandbox: from its label, else derived from its user and thread as runs are
+    ("" when the pod names neither validly: then only its age decides)."""
     if record.workflow_id:
         return record.workflow_id
-    return workflow_id_for(record.thread_id) if record.thread_id else ""
+    try:
+        return workflow_ids.run_workflow_id(record.user_id, record.thread_id)
+    except InvalidIdError:
+        return ""
 
 
 def sweep_reason(record: SandboxRecord, run_state: str | None, now: datetime, max_age: timedelta) -> str | None:

@@ -60,7 +60,7 @@ _PAYLOAD_RETRY_DELAY = 1.0
 _SAFE = frozenset(string.ascii_letters + string.digits + "!-_.*'()")
 
 
-def _encode_segment(value: str | None) -> str:
+def encode_segment(value: str | None) -> str:
     """One key segment, percent-encoded exactly as the SDK's S3 driver does (``null`` when empty)."""
     if not value:
         return "null"
@@ -72,13 +72,13 @@ def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
     target = context.target
     scope = ""
     if target is not None:
-        scope = f"/ns/{_encode_segment(target.namespace)}"
+        scope = f"/ns/{encode_segment(target.namespace)}"
         kind = {StorageDriverWorkflowInfo: ("wt", "wi"), StorageDriverActivityInfo: ("at", "ai")}.get(type(target))
         if kind is not None:
             type_key, id_key = kind
             scope += (
-                f"/{type_key}/{_encode_segment(target.type)}/{id_key}/{_encode_segment(target.id)}"
-                f"/ri/{_encode_segment(target.run_id)}"
+                f"/{type_key}/{encode_segment(target.type)}/{id_key}/{encode_segment(target.id)}"
+                f"/ri/{encode_segment(target.run_id)}"
             )
     return f"v0{scope}/d/sha256/{digest}"
 
@@ -178,11 +178,11 @@ def external_storage(store: ObjectStore, threshold: int = DEFAULT_PAYLOAD_THRESH
 
 def thread_payload_keys(store: ObjectStore, workflow_id: str, namespace: str = "default") -> Iterator[str]:
     """Every external payload key (``payloads/…``) stored for the runs of workflow ``workflow_id`` (a thread's
-    runs are ``hartflow-{thread}``) and of its subagents (child workflows ``{parent}-task-{call}``, see
-    ``workflows/delegation.child_workflow_id``), for deleting a thread. It lists the namespace's payloads: keys
+    runs are ``hartflow:{user}:{thread}``) and of its subagents (child workflows ``{parent}-task-{call}``, see
+    ``workflows/delegation.child_workflow_id``). It lists the namespace's payloads: keys
     name the workflow type before the workflow id, so no narrower prefix covers every run of a thread."""
-    run = f"/wi/{_encode_segment(workflow_id)}/"
-    child = f"/wi/{_encode_segment(workflow_id + '-task-')}"
-    for info in store.list(f"{PAYLOAD_PREFIX}v0/ns/{_encode_segment(namespace)}/"):
+    run = f"/wi/{encode_segment(workflow_id)}/"
+    child = f"/wi/{encode_segment(workflow_id + '-task-')}"
+    for info in store.list(f"{PAYLOAD_PREFIX}v0/ns/{encode_segment(namespace)}/"):
         if run in info.key or child in info.key:
             yield info.key

@@ -28,9 +28,9 @@ from bench.soak.clients import Clients
 from bench.soak.scenarios import Scenario, state_problems
 from tests.support import scheduled_activities
 from vocabulary.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE, TOOL_EXECUTE
+from vocabulary.workflow_ids import run_workflow_id
 from workers.payloads import data_converter_for
 from workers.worker import WORKFLOWS, workflow_runner
-from workflows.run import workflow_id_for
 
 TRACEBACK = "Traceback (most recent call last)"
 LOG_SIGNATURES = ("TMPRL1100", "TMPRL1101", TRACEBACK, "Exception ignored in")
@@ -49,7 +49,8 @@ async def finished(clients: Clients, scenarios: list[Scenario]) -> list[str]:
         status = s.outcome.get("status")
         if status != s.expected_status:
             problems.append(f"{s.thread_id} ({s.kind}): ended {status}, expected {s.expected_status}")
-        description = await clients.client.get_workflow_handle(workflow_id_for(s.thread_id)).describe()
+        workflow_id = run_workflow_id(clients.deployment.config.user_id, s.thread_id)
+        description = await clients.client.get_workflow_handle(workflow_id).describe()
         if description.status == WorkflowExecutionStatus.RUNNING:
             problems.append(f"{s.thread_id} ({s.kind}): its workflow is still running")
         thread = await get_client(url=clients.deployment.apis[0].url).threads.get(s.thread_id)

@@ -23,9 +23,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from bench.soak.deployment import Deployment, clean_env
 from vocabulary.contracts import TOOL_EXECUTE
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import open_object_store
 from workers.run_reader import RunReader
-from workflows.run import RunView, workflow_id_for
+from workflows.run import RunView
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
 POLL_SECONDS = 0.25
@@ -73,7 +74,7 @@ class Clients:
         when the thread has no run."""
         while True:
             try:
-                return await self.reader.view(thread_id, workflow_id_for(thread_id))
+                return await self.reader.view(thread_id, run_workflow_id(self.deployment.config.user_id, thread_id))
             except RPCError as exc:
                 if exc.status == RPCStatusCode.NOT_FOUND:
                     raise Missing(thread_id) from None
@@ -110,7 +111,7 @@ class Clients:
 
     async def cancel_in_tool(self, thread_id: str) -> None:
         """Once the run's tool call is executing, ``hartflow cancel`` until the run is cancelled."""
-        handle = self.client.get_workflow_handle(workflow_id_for(thread_id))
+        handle = self.client.get_workflow_handle(run_workflow_id(self.deployment.config.user_id, thread_id))
         while True:
             try:
                 pending = (await handle.describe()).raw_description.pending_activities

@@ -23,12 +23,13 @@ from middlewares.context import ActivityOptions, RunContext
 from middlewares.run_settings import RunSettings
 from tests.support.history import fill_transcript_messages
 from vocabulary.contracts import ModelCallInput, ThreadRef
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig, load_config
 from workers.payloads import client_for
 from workers.worker import build_worker
 from workers.worker_stop import running
 from workflows import search_attributes as sa
-from workflows.run import RunInput, RunView, RunWorkflow, workflow_id_for
+from workflows.run import RunInput, RunView, RunWorkflow
 
 
 def unique(prefix: str) -> str:
@@ -116,10 +117,14 @@ async def start_run(
             settings=config.run,
             files=list(files or []),
         ),
-        id=workflow_id_for(thread),
+        id=run_workflow_id(config.user_id, thread),
         task_queue=config.temporal.task_queue,
         search_attributes=TypedSearchAttributes(
-            [SearchAttributePair(sa.THREAD_ID, thread), SearchAttributePair(sa.STATUS, "running")]
+            [
+                SearchAttributePair(sa.THREAD_ID, thread),
+                SearchAttributePair(sa.USER_ID, config.user_id),
+                SearchAttributePair(sa.STATUS, "running"),
+            ]
         ),
     )
 
@@ -181,7 +186,7 @@ class StubRunContext(RunContext):
         super().__init__(
             thread=ThreadRef(user_id, thread_id),
             run_id="run-1",
-            workflow_id=workflow_id_for(thread_id),
+            workflow_id=run_workflow_id(user_id, thread_id),
             model="scripted:unused",
             settings=settings or RunSettings(),
         )

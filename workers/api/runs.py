@@ -25,6 +25,7 @@ from workers.api.deps import ApiContext, Context, Thread
 from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.starting import RunCreate, begin, stream_modes
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
+from workers.api.threads import require_record
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10
@@ -180,6 +181,7 @@ async def wait_run(body: RunCreate, thread: Thread,
 async def list_runs(thread: Thread, context: Context,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 10, offset: Annotated[int, Query(ge=0)] = 0,
                     status_filter: Annotated[str | None, Query(alias="status")] = None) -> list[dict[str, Any]]:
+    await asyncio.to_thread(require_record, context, thread)  # an unknown thread is 404, whoever else has one
     found = await asyncio.to_thread(records.run_records, context.objects, thread)
     current = await status.chain(context.client, thread)
     found = await _with_lost_run(context, thread, found, current)

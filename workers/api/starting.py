@@ -30,13 +30,14 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
+from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
 from workers.api.outages import riding_out, storage_down
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem, workflow_id_for
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem
 
 STREAM_MODES = ("values", "messages-tuple", "updates", "custom")
 
@@ -173,15 +174,15 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     paused = current.status == "awaiting_input"
     committed = await asyncio.to_thread(context.store.record, thread) if paused else None
     reply = reply_for(body, status.pending_request((committed or {}).get("state")))
-    workflow_id = workflow_id_for(thread.thread_id)
     if reply is not None:
-        assert current.first_run_id is not None
+        assert current.first_run_id is not None and current.workflow_id is not None
+        workflow_id = current.workflow_id  # a paused run started before ids were per user answers under its own
         offset = await WorkflowStreamClient.create(context.client, workflow_id).get_offset()
         try:
             await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             raise HTTPException(422, f"reply refused: {_root(exc)}") from None
-        record = _record(thread, body, current.first_run_id, offset)
+        record = _record(thread, body, workflow_id, current.first_run_id, offset)
         # The run took the reply: its record must follow, through a storage outage too (no memo has it).
         await riding_out(
             lambda: asyncio.to_thread(records.save_run_record, context.objects, thread, record),
@@ -193,7 +194,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     if current.active:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; "
                                  "wait for it to finish or cancel it (multitask_strategy 'reject')")
-    record = _record(thread, body, "", 0)
+    record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
     record.workflow_run_id = await _start(context, thread, body, record)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await asyncio.to_thread(_finalize_previous, context, thread, current)
@@ -222,7 +223,7 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
             RunWorkflow.run,
             RunInput(thread_id=thread.thread_id, user_id=thread.user_id, message=text, model=model,
                      settings=settings, message_id=message_id),
-            id=workflow_id_for(thread.thread_id),
+            id=record.workflow_id,
             task_queue=context.config.temporal.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
@@ -256,10 +257,11 @@ def _finalize_previous(context: ApiContext, thread: ThreadRef, previous: status.
             return
 
 
-def _record(thread: ThreadRef, body: RunCreate, first_run_id: str, offset: int) -> records.RunRecord:
+def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: str,
+            offset: int) -> records.RunRecord:
     return records.RunRecord(
         run_id=str(uuid.uuid4()), thread_id=thread.thread_id, assistant_id=body.assistant_id,
-        workflow_id=workflow_id_for(thread.thread_id), workflow_run_id=first_run_id, start_offset=offset,
+        workflow_id=workflow_id, workflow_run_id=first_run_id, start_offset=offset,
         created_at=records.now(), metadata=dict(body.metadata),
         kwargs={"input": body.input, "command": body.command, "config": body.config, "context": body.context,
                 "stream_mode": body.modes(), "on_disconnect": body.on_disconnect},

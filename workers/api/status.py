@@ -20,12 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from vocabulary.contracts import ThreadRef
+from workers import thread_workflow
 from workers.api.records import RunRecord, from_memo
 from workflows import search_attributes as sa
-from workflows.run import workflow_id_for
 
 _CLOSED = {
     WorkflowExecutionStatus.CANCELED: "cancelled",
@@ -47,6 +46,8 @@ class Chain:
     status: str
     started_by: RunRecord | None = None
     """The API run that started the chain, from its memo (``records.RUN_MEMO``); ``None`` for a CLI run."""
+    workflow_id: str | None = None
+    """The workflow holding the chain (``workers/thread_workflow.py``): per user, or a legacy run's."""
 
     @property
     def active(self) -> bool:
@@ -58,25 +59,20 @@ class Chain:
 
 
 async def chain(client: Client, thread: ThreadRef) -> Chain:
-    handle = client.get_workflow_handle(workflow_id_for(thread.thread_id))
-    try:
-        description = await handle.describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return Chain(None, "none")
-        raise
+    found = await thread_workflow.find(client, thread)
+    if found is None:
+        return Chain(None, "none")
+    description = found.description
     attributes = description.typed_search_attributes
-    if attributes.get(sa.USER_ID) not in (None, thread.user_id):
-        return Chain(None, "none")  # the workflow id is per thread id: another user's run is not this thread's
     first = description.raw_info.first_run_id or description.run_id
     started_by = from_memo(await description.memo(), first)
     if description.status == WorkflowExecutionStatus.RUNNING:
         paused = attributes.get(sa.STATUS) == "awaiting_input"
-        return Chain(first, "awaiting_input" if paused else "running", started_by)
+        return Chain(first, "awaiting_input" if paused else "running", started_by, found.workflow_id)
     if description.status in _CLOSED:
-        return Chain(first, _CLOSED[description.status], started_by)
+        return Chain(first, _CLOSED[description.status], started_by, found.workflow_id)
     closed = attributes.get(sa.STATUS)
-    return Chain(first, "error" if closed == "error" else "completed", started_by)
+    return Chain(first, "error" if closed == "error" else "completed", started_by, found.workflow_id)
 
 
 def run_status(record: RunRecord, current: Chain, followed: bool) -> str:

@@ -11,8 +11,9 @@ from typing import Any, Literal
 from fastapi import APIRouter, HTTPException, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from activities.thread_lifecycle import delete_thread, list_threads
+from activities.thread_lifecycle import list_threads
 from vocabulary.contracts import ThreadRef
+from workers import thread_workflow
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
 
@@ -137,7 +138,10 @@ async def remove_thread(thread: Thread, context: Context) -> Response:
     await asyncio.to_thread(require_record, context, thread)
     if (await status.chain(context.client, thread)).active:
         raise HTTPException(409, f"thread {thread.thread_id} has an active run: cancel it first")
-    await asyncio.to_thread(delete_thread, context.objects, thread, context.config.home)
+    try:
+        await thread_workflow.delete(context.client, context.objects, thread, context.config.home)
+    except thread_workflow.ThreadBusyError as exc:
+        raise HTTPException(409, str(exc)) from None
     return Response(status_code=204)
 
 

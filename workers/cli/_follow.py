@@ -7,14 +7,15 @@ from collections.abc import Callable
 from typing import Any
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
-from workers import progress
+from vocabulary.contracts import ThreadRef
+from workers import progress, thread_workflow
 from workers.cli._common import BadInput
 from workers.config import open_object_store
 from workers.run_reader import RunReader
 from workers.stack import Stack
-from workflows.run import PROGRESS_TOPIC, RunView, workflow_id_for
+from workflows.run import PROGRESS_TOPIC, RunView
 
 _FOLLOW_GRACE_SECONDS = 10.0
 
@@ -78,27 +79,17 @@ async def settle(
     return view
 
 
-async def started_thread(client: Client, thread_id: str) -> tuple[str, Any]:
+async def started_thread(client: Client, thread: ThreadRef) -> tuple[str, Any]:
     """The thread's workflow id and the description of its latest run; refused when no run was ever started."""
-    workflow_id = workflow_id_for(thread_id)
-    description = await describe_thread(client, workflow_id)
-    if description is None:
-        raise BadInput(f"unknown thread {thread_id}: no run has been started on it")
-    return workflow_id, description
+    found = await thread_workflow.find(client, thread)
+    if found is None:
+        raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
+    return found.workflow_id, found.description
 
 
-async def running_run(client: Client, thread_id: str, *, refusal: str) -> tuple[str, WorkflowHandle[Any, Any]]:
+async def running_run(client: Client, thread: ThreadRef, *, refusal: str) -> tuple[str, WorkflowHandle[Any, Any]]:
     """The thread's workflow id and a handle on its run, which must be running (else ``refusal``)."""
-    workflow_id, description = await started_thread(client, thread_id)
+    workflow_id, description = await started_thread(client, thread)
     if description.status != WorkflowExecutionStatus.RUNNING:
         raise BadInput(refusal)
-    return workflow_id, client.get_workflow_handle(workflow_id)
-
-
-async def describe_thread(client: Client, workflow_id: str) -> Any:
-    try:
-        return await client.get_workflow_handle(workflow_id).describe()
-    except RPCError as exc:
-        if exc.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise
+    return workflow_id, client.get_workflow_handle(workflow_id, run_id=description.run_id)

@@ -27,7 +27,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     config = config_of(args)
     thread = thread_of(config, args.thread)
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id, _ = await started_thread(stack.client, thread.thread_id)
+        workflow_id, _ = await started_thread(stack.client, thread)
         view = await reader_of(stack).view(thread.thread_id, workflow_id)
         emit_view(args, view, stack, workflow_id)
         return EXIT_OK
@@ -89,7 +89,7 @@ async def cmd_events(args: argparse.Namespace) -> int:
     config = config_of(args)
     thread = thread_of(config, args.thread)
     async with Stack(config, ui=False, quiet=True) as stack:
-        workflow_id, description = await started_thread(stack.client, thread.thread_id)
+        workflow_id, description = await started_thread(stack.client, thread)
         reader = reader_of(stack)
         show = progress.json_lines()
         until: int | None = None

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -21,7 +21,8 @@ from temporalio.service import RPCError
 
 from activities.uploads import UploadError, check_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
-from workers import progress
+from vocabulary.workflow_ids import run_workflow_id
+from workers import progress, thread_workflow
 from workers.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -33,25 +34,26 @@ from workers.cli._common import (
     progress_of,
     thread_of,
 )
-from workers.cli._follow import describe_thread, reader_of, running_run, settle
+from workers.cli._follow import reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
 from workers.config import HartflowConfig
 from workers.models import ModelSelectionError, RunModel, select_model
 from workers.run_reader import RunClosed, first_run_id, query_open
 from workers.stack import Stack
 from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem, workflow_id_for
+from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
     config, thread, message, run_model = _checked_run(args)
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id = workflow_id_for(thread.thread_id)
+        workflow_id = run_workflow_id(thread.user_id, thread.thread_id)
         # A busy thread is refused before its uploads change under the run in flight (a start that loses a race
-        # with another start still fails below, with the files of both in the uploads).
-        running = await describe_thread(stack.client, workflow_id)
-        if running is not None and running.status == WorkflowExecutionStatus.RUNNING:
-            raise BadInput(await _busy_message(stack.client, workflow_id, thread.thread_id))
+        # with another start still fails below, with the files of both in the uploads). The newest run may be
+        # one started before ids were per user, under its legacy id: it keeps the thread busy too.
+        newest = await thread_workflow.find(stack.client, thread)
+        if newest is not None and newest.running:
+            raise BadInput(await _busy_message(stack.client, newest.workflow_id, thread.thread_id))
         files = store_thread_uploads(config, thread, args.file)
         handle = await _start_run(stack, config, thread, message, run_model, files)
         if args.detach:
@@ -95,7 +97,7 @@ async def _start_run(
     run_model: RunModel,
     files: list[UploadedFile],
 ) -> WorkflowHandle[Any, Any]:
-    workflow_id = workflow_id_for(thread.thread_id)
+    workflow_id = run_workflow_id(thread.user_id, thread.thread_id)
     model = run_model.spec
     try:
         handle = await stack.client.start_workflow(
@@ -130,7 +132,7 @@ async def _start_run(
 
 
 def _detached(args: argparse.Namespace, stack: Stack, thread: ThreadRef, handle: WorkflowHandle[Any, Any]) -> int:
-    workflow_id = workflow_id_for(thread.thread_id)
+    workflow_id = handle.id
     payload = {
         "thread_id": thread.thread_id,
         "run_id": handle.first_execution_run_id or handle.result_run_id,
@@ -168,7 +170,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
     async with Stack(config, quiet=args.json) as stack:
         workflow_id, handle = await running_run(
             stack.client,
-            thread.thread_id,
+            thread,
             refusal=f"no run is waiting on thread {thread.thread_id}: its last run has ended",
         )
         try:
@@ -229,7 +231,7 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
     thread = thread_of(config, args.thread)
     async with Stack(config, quiet=args.json) as stack:
         workflow_id, handle = await running_run(
-            stack.client, thread.thread_id, refusal=f"no active run on thread {thread.thread_id}"
+            stack.client, thread, refusal=f"no active run on thread {thread.thread_id}"
         )
         await handle.cancel()
         view = await reader_of(stack).closed_view(thread.thread_id, handle)

@@ -8,20 +8,17 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from temporalio.client import WorkflowExecutionStatus
-
 from activities.paths import InvalidIdError, validate_user_id
 from activities.skills import load_skills
-from activities.thread_lifecycle import delete_thread, list_threads
+from activities.thread_lifecycle import list_threads
 from activities.uploads import UploadError, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
 from vocabulary.paths import VIRTUAL_UPLOADS_DIR
+from workers import thread_workflow
 from workers.cli._common import EXIT_FAILED, EXIT_OK, BadInput, config_of, emit, thread_of
-from workers.cli._follow import describe_thread
 from workers.cli.inspection import run_row
 from workers.config import HartflowConfig, open_object_store
 from workers.stack import Stack
-from workflows.run import workflow_id_for
 
 
 async def cmd_threads(args: argparse.Namespace) -> int:
@@ -37,9 +34,9 @@ async def cmd_threads(args: argparse.Namespace) -> int:
         raise BadInput("threads list takes no THREAD")
     summaries = await asyncio.to_thread(list_threads, objects, user_id)
     async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
-        runs = [await describe_thread(stack.client, workflow_id_for(s.thread_id)) for s in summaries]
+        runs = [await thread_workflow.find(stack.client, ThreadRef(user_id, s.thread_id)) for s in summaries]
     rows = [
-        {**asdict(summary), "run_status": run_row(run)["status"] if run is not None else None}
+        {**asdict(summary), "run_status": run_row(run.description)["status"] if run is not None else None}
         for summary, run in zip(summaries, runs, strict=True)
     ]
 
@@ -66,15 +63,18 @@ async def _delete_thread(args: argparse.Namespace, config: HartflowConfig) -> in
     if not args.yes:
         raise BadInput(f"deleting thread {thread.thread_id} removes its state and files for good: add --yes")
     objects = open_object_store(config)
-    workflow_id = workflow_id_for(thread.thread_id)
     async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
-        run = await describe_thread(stack.client, workflow_id)
-    if run is not None and run.status == WorkflowExecutionStatus.RUNNING:
-        raise BadInput(
-            f"thread {thread.thread_id} is busy: run {run.run_id} is {run_row(run)['status']} "
-            f"(workflow {workflow_id}); cancel it first: hartflow cancel {thread.thread_id}"
-        )
-    deleted = await asyncio.to_thread(delete_thread, objects, thread, config.home)
+        run = await thread_workflow.find(stack.client, thread)
+        if run is not None and run.running:
+            raise BadInput(
+                f"thread {thread.thread_id} is busy: run {run.description.run_id} is "
+                f"{run_row(run.description)['status']} (workflow {run.workflow_id}); "
+                f"cancel it first: hartflow cancel {thread.thread_id}"
+            )
+        try:
+            deleted = await thread_workflow.delete(stack.client, objects, thread, config.home)
+        except thread_workflow.ThreadBusyError as exc:
+            raise BadInput(str(exc)) from None
     if not deleted.removed and deleted.local_dir is None:
         raise BadInput(f"unknown thread {thread.thread_id}: nothing is stored for it in {objects.describe()}")
     payload = {**asdict(deleted), "removed": deleted.removed, "storage": objects.describe()}

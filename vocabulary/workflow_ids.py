@@ -1,0 +1,39 @@
+"""The Temporal workflow ids hartflow uses, and why no user can name another user's workflow or a system one.
+
+Temporal keeps one open workflow per id in a namespace, and the external payload store keys every payload by its
+workflow id (``activities/storage/payloads.py``). So an id is an identity: whoever can make a string appear as an
+id can block, signal or (through deleting "his" payloads) destroy the workflow that holds it.
+
+=====================================  =============================================================
+``hartflow:{user_id}:{thread_id}``     a thread's runs (one open at a time: "one run per thread")
+``…-task-{tool_call_id}``              a run's subagents (``workflows/delegation.child_workflow_id``)
+``hartflow-memory-{user_id}``          a user's memory queue (``workflows/memory.py``)
+``hartflow-breaker-{provider}-{model}``  the model's circuit breaker (``vocabulary/breaker.py``)
+``hartflow-sandbox-sweep-{hex}``       a sandbox sweep (``hartflow sandboxes sweep``)
+=====================================  =============================================================
+
+User and thread ids are ``[A-Za-z0-9_-]`` (``vocabulary/paths.py``), so the ``:`` separators make a run's id
+name exactly one (user, thread) pair, and no id a user can cause (they all start with ``hartflow:``) can equal a
+memory or system id (they start with ``hartflow-``).
+
+Runs started before ids were per user have the **legacy** id ``hartflow-{thread_id}``, one namespace for every
+user. No new workflow is ever started under it; such a run is still found (``workers/thread_workflow.py``), but
+only by the user its ``HartflowUserId`` search attribute names, and finishes and replays as it started.
+"""
+
+from __future__ import annotations
+
+from vocabulary.paths import validate_thread_id, validate_user_id
+
+RUN_PREFIX = "hartflow:"
+LEGACY_RUN_PREFIX = "hartflow-"
+
+
+def run_workflow_id(user_id: str, thread_id: str) -> str:
+    """The id of every run of ``user_id``'s thread ``thread_id``; both ids are validated first."""
+    return f"{RUN_PREFIX}{validate_user_id(user_id)}:{validate_thread_id(thread_id)}"
+
+
+def legacy_run_workflow_id(thread_id: str) -> str:
+    """The id runs had before ids were per user: found and finished, never started anew."""
+    return f"{LEGACY_RUN_PREFIX}{validate_thread_id(thread_id)}"
