@@ -44,7 +44,7 @@ def test_embedded_run_pauses_exits_and_a_second_process_finishes_it(tmp_path: Pa
     assert set(paused) >= RUN_FIELDS
     assert paused["status"] == "awaiting_input"
     assert paused["pending_input"]["question"] == "Which colour?"
-    assert paused["ui_url"].startswith(f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/hartflow-t-embedded")
+    assert paused["ui_url"].startswith(f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/hartflow%3Adefault%3At-embedded")
     # The command took its server with it: nothing answers on the port any more.
     assert not port_answers("127.0.0.1", port)
     assert (tmp_path / ".hartflow/temporal.db").exists()

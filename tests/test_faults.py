@@ -107,7 +107,7 @@ async def _assert_nothing_lost_or_duplicated(
 ) -> list[Any]:
     """The run's history and effects after a fault: returns the history for scenario-specific checks."""
     events = await history_events(handle)
-    thread = handle.id.removeprefix("hartflow-")
+    thread = handle.id.rpartition(":")[2]
     assert (workspace / "log").read_text().split().count("first") == 1, "a completed tool call ran again"
     assert _scheduled(events, MODEL_INVOKE) == model_calls, "a model call was lost or made twice"
     assert _scheduled(events, SANDBOX_RELEASE) == 1
@@ -367,7 +367,7 @@ async def test_two_workers_on_one_task_queue_one_killed(client: Client, home: Pa
         finals = await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), timeout=120)
     histories = [await history_events(h) for h in handles]
 
-    runs = [h.id.removeprefix("hartflow-") for h in handles]
+    runs = [h.id.rpartition(":")[2] for h in handles]
     assert [(f.status, f.final_message) for f in finals] == [("completed", f"done {t}") for t in runs]
     for thread, holder, events in zip(runs, holders, histories, strict=True):
         log = (home / "users/default/threads" / thread / "user-data/workspace/log").read_text().split()
