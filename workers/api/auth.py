@@ -8,6 +8,9 @@
   401. ``api.tokens`` lists ``{user_id, token_sha256}``: the server keeps only digests, compares the presented
   token's digest against every one of them in constant time, and the match acts as its ``user_id``.
   ``GET /ok`` (and ``/api/ok``) stays open: a readiness probe carries no token and the route reveals nothing.
+- ``api.auth: jwt`` — the same headers carry a JWT from the operator's identity provider, verified against
+  ``api.jwt`` (its JWKS URL or key file, issuer, audience, expiry), its ``sub`` (or ``api.jwt.user_claim``) the
+  user, or what ``api.auth_hook`` decides: ``workers/api/jwt_auth.py``.
 - ``api.max_body_bytes`` caps every request body: a declared ``Content-Length`` over the cap is refused before the
   app runs (413); a chunked body is counted as it is read and refused at the first byte over (413).
 
@@ -27,7 +30,8 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.api import loopback
-from workers.api.loopback import Refusal, is_loopback
+from workers.api.jwt_auth import AuthHook, JwtAuthenticator, JwtSettings, Refusal, check_hook_path, load_auth_hook
+from workers.api.loopback import is_loopback
 
 if TYPE_CHECKING:
     from workers.config import HartflowConfig
@@ -57,10 +61,16 @@ class ApiSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    auth: Literal["none", "bearer"] = Field(
-        "none", description="none: loopback only, every caller is user_id; bearer: api.tokens decide the user"
+    auth: Literal["none", "bearer", "jwt"] = Field(
+        "none",
+        description="none: loopback only, every caller is user_id; bearer: api.tokens decide the user; "
+        "jwt: a verified JWT (api.jwt) does",
     )
     tokens: list[ApiToken] = Field(default_factory=list, description="with auth: bearer, the accepted tokens")
+    jwt: JwtSettings | None = Field(None, description="with auth: jwt, how tokens are verified")
+    auth_hook: str | None = Field(
+        None, description="with auth: jwt, package.module:function(claims, headers) -> user id or None (401)"
+    )
     allow_model_specs: bool = Field(
         False, description="accept a raw model spec (scripted:PATH, openai:NAME) as a run's model_name"
     )
@@ -70,6 +80,12 @@ class ApiSettings(BaseModel):
     def _tokens_fit_auth(self) -> ApiSettings:
         if self.auth == "bearer" and not self.tokens:
             raise ValueError("auth 'bearer' needs at least one entry in api.tokens")
+        if self.auth == "jwt" and self.jwt is None:
+            raise ValueError("auth 'jwt' needs api.jwt (jwks_url or key_file, issuer, audience)")
+        if self.auth != "jwt" and (self.jwt is not None or self.auth_hook is not None):
+            raise ValueError(f"api.jwt and api.auth_hook apply only with auth 'jwt', not {self.auth!r}")
+        if self.auth_hook is not None:
+            check_hook_path(self.auth_hook)
         digests = [token.token_sha256 for token in self.tokens]
         if len(set(digests)) != len(digests):
             raise ValueError("api.tokens lists the same token_sha256 twice")
@@ -98,6 +114,10 @@ class Authenticator:
         self._open = settings.auth == "none"
         self._default_user = default_user
         self._tokens = [(bytes.fromhex(token.token_sha256), token.user_id) for token in settings.tokens]
+        self._jwt: JwtAuthenticator | None = None
+        if settings.jwt is not None:
+            hook: AuthHook | None = load_auth_hook(settings.auth_hook) if settings.auth_hook else None
+            self._jwt = JwtAuthenticator(settings.jwt, hook)
 
     async def user_for(self, headers: dict[bytes, bytes]) -> str | Refusal:
         if self._open:
@@ -105,6 +125,9 @@ class Authenticator:
         token = _presented_token(headers)
         if not token:
             return _MISSING
+        if self._jwt is not None:
+            text = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers.items()}
+            return await self._jwt.user_for(token, text)
         presented = hashlib.sha256(token.encode("utf-8")).digest()
         found: str | None = None
         for digest, user_id in self._tokens:  # no early exit: every digest is compared
@@ -178,7 +201,8 @@ async def _refuse(refusal: Refusal, scope: Scope, receive: Receive, send: Send) 
 
 
 def install_api_guard(app: FastAPI, config: HartflowConfig) -> None:
-    """Mount the auth + body-cap middleware on ``app`` (call once, in create_app)."""
+    """Mount the auth + body-cap middleware on ``app`` (call once, in create_app). Raises
+    :class:`~workers.api.jwt_auth.AuthConfigError` when ``api.jwt``'s key file or ``api.auth_hook`` is unusable."""
     authenticator = Authenticator(config.api, config.user_id)
     app.add_middleware(ApiGuard, settings=config.api, authenticator=authenticator)
 

@@ -22,19 +22,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 _LOOPBACK_NAMES = frozenset({"localhost"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-@dataclass(frozen=True)
-class Refusal:
-    status: int
-    detail: str
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 def is_loopback(host: str) -> bool:

@@ -76,9 +76,10 @@ async def _run_until_signalled(worker: Worker) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    """Everything that can be refused is checked before the stack starts: the bind address against api.auth, and
-    the port itself (bound here, handed to uvicorn)."""
-    from workers.api.auth import unsafe_bind_problem
+    """Everything that can be refused is checked before the stack starts: the bind address against api.auth, the
+    JWT key file and auth hook, and the port itself (bound here, handed to uvicorn)."""
+    from workers.api.auth import Authenticator, unsafe_bind_problem
+    from workers.api.jwt_auth import AuthConfigError
     from workers.api.server import ListenError, listen, serve
 
     config = config_of(args)
@@ -88,8 +89,9 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise BadInput(f"--port {args.port} is not a TCP port")
     try:
+        Authenticator(config.api, config.user_id)
         sock = listen(args.host, args.port)
-    except ListenError as exc:
+    except (AuthConfigError, ListenError) as exc:
         raise BadInput(str(exc)) from None
     try:
         async with Stack(config, quiet=True, ui=False) as stack:
