@@ -1,11 +1,16 @@
 """Who may call the Agent Server, and how much they may send: the ``api:`` key of ``hartflow.yaml``.
 
 - ``api.auth: none`` — every request acts as the config's ``user_id``. Allowed only on a loopback address:
-  ``hartflow serve`` asks :func:`unsafe_bind_problem` and exits 2 when another address would be open to anyone.
+  ``hartflow serve`` asks :func:`unsafe_bind_problem` and exits 2 when another address would be open to anyone;
+  and only for loopback clients naming a loopback ``Host``, with cross-site writes refused (403: see
+  ``workers/api/loopback.py`` for why binding loopback alone is not enough).
 - ``api.auth: bearer`` — every request carries ``Authorization: Bearer T`` or the SDK's ``x-api-key: T``, else
   401. ``api.tokens`` lists ``{user_id, token_sha256}``: the server keeps only digests, compares the presented
   token's digest against every one of them in constant time, and the match acts as its ``user_id``.
   ``GET /ok`` (and ``/api/ok``) stays open: a readiness probe carries no token and the route reveals nothing.
+- ``api.auth: jwt`` — the same headers carry a JWT from the operator's identity provider, verified against
+  ``api.jwt`` (its JWKS URL or key file, issuer, audience, expiry), its ``sub`` (or ``api.jwt.user_claim``) the
+  user, or what ``api.auth_hook`` decides: ``workers/api/jwt_auth.py``.
 - ``api.max_body_bytes`` caps every request body: a declared ``Content-Length`` over the cap is refused before the
   app runs (413); a chunked body is counted as it is read and refused at the first byte over (413).
 
@@ -17,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from typing import TYPE_CHECKING, Literal
 
 from fastapi import FastAPI, HTTPException, Request
@@ -25,13 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from workers.api import loopback
+from workers.api.jwt_auth import AuthHook, JwtAuthenticator, JwtSettings, Refusal, check_hook_path, load_auth_hook
+from workers.api.loopback import is_loopback
+
 if TYPE_CHECKING:
     from workers.config import HartflowConfig
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 OPEN_PATHS = frozenset({"/ok", "/api/ok"})
 _USER_KEY = "hartflow_user_id"
-_LOOPBACK_NAMES = frozenset({"localhost"})
+__all__ = ["ApiSettings", "ApiToken", "current_user", "install_api_guard", "is_loopback", "unsafe_bind_problem"]
 
 
 class ApiToken(BaseModel):
@@ -53,10 +61,16 @@ class ApiSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    auth: Literal["none", "bearer"] = Field(
-        "none", description="none: loopback only, every caller is user_id; bearer: api.tokens decide the user"
+    auth: Literal["none", "bearer", "jwt"] = Field(
+        "none",
+        description="none: loopback only, every caller is user_id; bearer: api.tokens decide the user; "
+        "jwt: a verified JWT (api.jwt) does",
     )
     tokens: list[ApiToken] = Field(default_factory=list, description="with auth: bearer, the accepted tokens")
+    jwt: JwtSettings | None = Field(None, description="with auth: jwt, how tokens are verified")
+    auth_hook: str | None = Field(
+        None, description="with auth: jwt, package.module:function(claims, headers) -> user id or None (401)"
+    )
     allow_model_specs: bool = Field(
         False, description="accept a raw model spec (scripted:PATH, openai:NAME) as a run's model_name"
     )
@@ -66,6 +80,12 @@ class ApiSettings(BaseModel):
     def _tokens_fit_auth(self) -> ApiSettings:
         if self.auth == "bearer" and not self.tokens:
             raise ValueError("auth 'bearer' needs at least one entry in api.tokens")
+        if self.auth == "jwt" and self.jwt is None:
+            raise ValueError("auth 'jwt' needs api.jwt (jwks_url or key_file, issuer, audience)")
+        if self.auth != "jwt" and (self.jwt is not None or self.auth_hook is not None):
+            raise ValueError(f"api.jwt and api.auth_hook apply only with auth 'jwt', not {self.auth!r}")
+        if self.auth_hook is not None:
+            check_hook_path(self.auth_hook)
         digests = [token.token_sha256 for token in self.tokens]
         if len(set(digests)) != len(digests):
             raise ValueError("api.tokens lists the same token_sha256 twice")
@@ -82,32 +102,38 @@ def unsafe_bind_problem(settings: ApiSettings, host: str) -> str | None:
     return None
 
 
-def is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+_MISSING = Refusal(
+    401, "missing or unknown API token (send Authorization: Bearer TOKEN or x-api-key)", {"WWW-Authenticate": "Bearer"}
+)
 
 
-class _Authenticator:
+class Authenticator:
+    """The caller's user id from the request's headers, as ``api.auth`` says, or why it is refused."""
+
     def __init__(self, settings: ApiSettings, default_user: str) -> None:
         self._open = settings.auth == "none"
         self._default_user = default_user
         self._tokens = [(bytes.fromhex(token.token_sha256), token.user_id) for token in settings.tokens]
+        self._jwt: JwtAuthenticator | None = None
+        if settings.jwt is not None:
+            hook: AuthHook | None = load_auth_hook(settings.auth_hook) if settings.auth_hook else None
+            self._jwt = JwtAuthenticator(settings.jwt, hook)
 
-    def user_for(self, token: str | None) -> str | None:
+    async def user_for(self, headers: dict[bytes, bytes]) -> str | Refusal:
         if self._open:
             return self._default_user
+        token = _presented_token(headers)
         if not token:
-            return None
+            return _MISSING
+        if self._jwt is not None:
+            text = {name.decode("latin-1"): value.decode("latin-1") for name, value in headers.items()}
+            return await self._jwt.user_for(token, text)
         presented = hashlib.sha256(token.encode("utf-8")).digest()
         found: str | None = None
         for digest, user_id in self._tokens:  # no early exit: every digest is compared
             if hmac.compare_digest(presented, digest):
                 found = user_id
-        return found
+        return _MISSING if found is None else found
 
 
 def _presented_token(headers: dict[bytes, bytes]) -> str | None:
@@ -120,32 +146,33 @@ def _presented_token(headers: dict[bytes, bytes]) -> str | None:
 
 
 class ApiGuard:
-    """ASGI middleware: the body cap, then the caller's identity (put in the request state for current_user)."""
+    """ASGI middleware: with auth none the loopback checks, then the body cap, then the caller's identity (put in
+    the request state for current_user)."""
 
-    def __init__(self, app: ASGIApp, *, settings: ApiSettings, default_user: str) -> None:
+    def __init__(self, app: ASGIApp, *, settings: ApiSettings, authenticator: Authenticator) -> None:
         self._app = app
         self._max_body = settings.max_body_bytes
-        self._authenticator = _Authenticator(settings, default_user)
+        self._loopback_only = settings.auth == "none"
+        self._authenticator = authenticator
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])
+        problem = loopback.refusal(scope, headers) if self._loopback_only else None
+        if problem is not None:
+            await _refuse(Refusal(403, problem), scope, receive, send)
+            return
         declared = headers.get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self._max_body):
             status, detail = (413, self._too_large()) if declared.isdigit() else (400, "bad Content-Length header")
-            await JSONResponse({"detail": detail}, status_code=status)(scope, receive, send)
+            await _refuse(Refusal(status, detail), scope, receive, send)
             return
         if scope["path"] not in OPEN_PATHS:
-            user = self._authenticator.user_for(_presented_token(headers))
-            if user is None:
-                response = JSONResponse(
-                    {"detail": "missing or unknown API token (send Authorization: Bearer TOKEN or x-api-key)"},
-                    status_code=401,
-                    headers={"WWW-Authenticate": "Bearer"},
-                )
-                await response(scope, receive, send)
+            user = await self._authenticator.user_for(headers)
+            if isinstance(user, Refusal):
+                await _refuse(user, scope, receive, send)
                 return
             scope.setdefault("state", {})[_USER_KEY] = user
         await self._app(scope, self._capped(receive), send)
@@ -168,9 +195,16 @@ class ApiGuard:
         return capped_receive
 
 
+async def _refuse(refusal: Refusal, scope: Scope, receive: Receive, send: Send) -> None:
+    response = JSONResponse({"detail": refusal.detail}, status_code=refusal.status, headers=refusal.headers)
+    await response(scope, receive, send)
+
+
 def install_api_guard(app: FastAPI, config: HartflowConfig) -> None:
-    """Mount the auth + body-cap middleware on ``app`` (call once, in create_app)."""
-    app.add_middleware(ApiGuard, settings=config.api, default_user=config.user_id)
+    """Mount the auth + body-cap middleware on ``app`` (call once, in create_app). Raises
+    :class:`~workers.api.jwt_auth.AuthConfigError` when ``api.jwt``'s key file or ``api.auth_hook`` is unusable."""
+    authenticator = Authenticator(config.api, config.user_id)
+    app.add_middleware(ApiGuard, settings=config.api, authenticator=authenticator)
 
 
 def current_user(request: Request) -> str:

@@ -76,8 +76,11 @@ async def _run_until_signalled(worker: Worker) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    from workers.api.auth import unsafe_bind_problem
-    from workers.api.server import serve
+    """Everything that can be refused is checked before the stack starts: the bind address against api.auth, the
+    JWT key file and auth hook, and the port itself (bound here, handed to uvicorn)."""
+    from workers.api.auth import Authenticator, unsafe_bind_problem
+    from workers.api.jwt_auth import AuthConfigError
+    from workers.api.server import ListenError, listen, serve
 
     config = config_of(args)
     problem = unsafe_bind_problem(config.api, args.host)
@@ -85,8 +88,16 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         raise BadInput(problem)
     if not 0 <= args.port <= 65535:
         raise BadInput(f"--port {args.port} is not a TCP port")
-    async with Stack(config, quiet=True, ui=False) as stack:
-        await serve(config, stack.client, args.host, args.port)
+    try:
+        Authenticator(config.api, config.user_id)
+        sock = listen(args.host, args.port)
+    except (AuthConfigError, ListenError) as exc:
+        raise BadInput(str(exc)) from None
+    try:
+        async with Stack(config, quiet=True, ui=False) as stack:
+            await serve(config, stack.client, sock, args.host)
+    finally:
+        sock.close()
     return EXIT_OK
 
 
