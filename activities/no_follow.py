@@ -106,19 +106,25 @@ def lstat(base: Path, relative: str) -> os.stat_result | None:
         return None
 
 
+def open_file(base: Path, relative: str, flags: int, mode: int = 0o666, *, create_folders: bool = False) -> int:
+    """A descriptor of the file ``relative`` opened with ``flags`` and ``O_NOFOLLOW``; :class:`PathEscapeError`
+    when it or a folder on the way is a link. ``create_folders`` makes the missing folders on the way."""
+    parent, name = _parent_and_name(relative)
+    with opened_dir(base, parent, create=create_folders) as directory:
+        try:
+            return os.open(name, flags | _NOFOLLOW, mode, dir_fd=directory)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise PathEscapeError(f"Access denied: {name!r} is a symbolic link") from None
+            raise
+
+
 def read(base: Path, relative: str, offset: int = 0, length: int | None = None) -> bytes | None:
     """``length`` bytes (all when ``None``) from ``offset`` of the regular file at ``relative``; ``None`` when
     it is missing or a folder; :class:`PathEscapeError` when it or a folder on the way is a link."""
-    parent, name = _parent_and_name(relative)
     try:
-        with opened_dir(base, parent) as directory:
-            try:
-                # O_NONBLOCK: a fifo the run left there must not hang the reader (it is refused below).
-                descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=directory)
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise PathEscapeError(f"Access denied: {name!r} is a symbolic link") from None
-                raise
+        # O_NONBLOCK: a fifo the run left there must not hang the reader (it is refused below).
+        descriptor = open_file(base, relative, os.O_RDONLY | os.O_NONBLOCK)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     with os.fdopen(descriptor, "rb") as file:

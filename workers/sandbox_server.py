@@ -68,6 +68,11 @@ class MountedUserData:
     user_data: Path
 
     @property
+    def anchor(self) -> Path:
+        """The pod's mount is the deployment's: only what is below it may be a link a command made."""
+        return self.user_data
+
+    @property
     def workspace(self) -> Path:
         return self.user_data / "workspace"
 
