@@ -42,7 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from stat import S_ISDIR, S_ISREG
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import Protocol, TypeVar
 
 from activities.storage import ObjectInfo, ObjectStore
@@ -155,10 +155,13 @@ class ThreadFiles:
     # -- direct access by virtual path --------------------------------------------------------------------
 
     def info(self, thread: ThreadRef, virtual: str) -> FileInfo | None:
-        """Size of the file at ``virtual``; ``is_dir`` when it names a folder; ``None`` when nothing is there."""
+        """Size of the file at ``virtual``; ``is_dir`` when it names a folder; ``None`` when nothing is there;
+        :class:`PathEscapeError` when it (or a folder on the way) is a symlink."""
         relative = user_data_relative(virtual)
         if not self.uses_working_copy:
-            here = self.working_copy(thread).stat(relative)  # never followed: a link is neither
+            here = self.working_copy(thread).stat(relative)  # never followed
+            if here is not None and S_ISLNK(here.st_mode):
+                raise PathEscapeError("Access denied: path traversal detected")
             if here is None or not (S_ISDIR(here.st_mode) or S_ISREG(here.st_mode)):
                 return None
             return FileInfo(0, is_dir=True) if S_ISDIR(here.st_mode) else FileInfo(here.st_size)

@@ -464,7 +464,10 @@ class LocalSandboxProvider(SandboxProvider):
             paths = ThreadPaths(self._home, user_id, thread_id)
         except InvalidIdError as e:
             raise SandboxError(str(e)) from None
-        paths.ensure_dirs()
+        try:
+            paths.ensure_dirs()
+        except PathEscapeError as e:  # a link left in the thread's folders: nothing is created through it
+            raise SandboxError(f"The thread's folders cannot be used: {e}") from None
         sandbox_id = self.sandbox_id_for(user_id, thread_id)
         self._remember(sandbox_id, paths)
         return sandbox_id
