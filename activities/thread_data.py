@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
+from activities.no_follow import PathEscapeError
 from activities.paths import ThreadPaths
 from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
 from vocabulary.paths import user_data_dirs
@@ -17,5 +19,8 @@ class ThreadDataActivities:
 
     @activity.defn(name=THREAD_ENSURE_DIRS)
     def ensure_dirs(self, input: ThreadDirsInput) -> ThreadDirsResult:
-        ThreadPaths(self._home, input.thread.user_id, input.thread.thread_id).ensure_dirs()
+        try:
+            ThreadPaths(self._home, input.thread.user_id, input.thread.thread_id).ensure_dirs()
+        except PathEscapeError as exc:  # a link a run left: retrying cannot fix it
+            raise ApplicationError(f"cannot create the thread's folders: {exc}", non_retryable=True) from None
         return ThreadDirsResult(list(user_data_dirs(input.thread.user_id, input.thread.thread_id).values()))

@@ -26,9 +26,10 @@ Activities that need one file, not a working copy (upload listings, images, exte
 ``info``/``read``/``write`` by virtual path, which go straight to storage.
 
 Path safety: a virtual path maps to a key only when it is under one of the three folders without ``.``/``..``
-or empty segments; keys listed from storage are held to the same rule before they become local paths, and
-no local write follows a symlink out of the thread's user-data. ``push`` never follows symlinks: a link the
-model made (``ln -s /etc/passwd``) uploads nothing.
+or empty segments; keys listed from storage are held to the same rule before they become local paths. No
+local read, write, listing or deletion follows a symlink anywhere below the home (``activities/no_follow.py``):
+a link the model made (``ln -s /etc/passwd``, ``outputs -> /``, a linked ``user-data``) is refused when named,
+uploads nothing on ``push`` and receives nothing on ``pull``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from stat import S_ISDIR, S_ISLNK, S_ISREG
 from typing import Protocol, TypeVar
 
 from activities.storage import ObjectInfo, ObjectStore
@@ -148,18 +150,21 @@ class ThreadFiles:
     def working_copy(self, thread: ThreadRef) -> UserDataTree:
         """This worker's copy of the thread's folders (the store's own files on the filesystem backend)."""
         manifest = self.home / thread_dir(thread.user_id, thread.thread_id) / MANIFEST_NAME
-        return UserDataTree(self._user_data(thread), manifest)
+        return UserDataTree(self._user_data(thread), manifest, anchor=self.home)
 
     # -- direct access by virtual path --------------------------------------------------------------------
 
     def info(self, thread: ThreadRef, virtual: str) -> FileInfo | None:
-        """Size of the file at ``virtual``; ``is_dir`` when it names a folder; ``None`` when nothing is there."""
+        """Size of the file at ``virtual``; ``is_dir`` when it names a folder; ``None`` when nothing is there;
+        :class:`PathEscapeError` when it (or a folder on the way) is a symlink."""
         relative = user_data_relative(virtual)
         if not self.uses_working_copy:
-            path = self.working_copy(thread).path(relative)
-            if path.is_dir():
-                return FileInfo(0, is_dir=True)
-            return FileInfo(path.stat().st_size) if path.is_file() else None
+            here = self.working_copy(thread).stat(relative)  # never followed
+            if here is not None and S_ISLNK(here.st_mode):
+                raise PathEscapeError("Access denied: path traversal detected")
+            if here is None or not (S_ISDIR(here.st_mode) or S_ISREG(here.st_mode)):
+                return None
+            return FileInfo(0, is_dir=True) if S_ISDIR(here.st_mode) else FileInfo(here.st_size)
         key = self.prefix(thread) + relative
         if (found := self.store.head(key)) is not None:
             return FileInfo(found.size)
@@ -170,10 +175,7 @@ class ThreadFiles:
         """The file's bytes, or ``None`` when there is no file at ``virtual``."""
         relative = user_data_relative(virtual)
         if not self.uses_working_copy:
-            try:
-                return self.working_copy(thread).path(relative).read_bytes()
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                return None
+            return self.working_copy(thread).read(relative)
         return self.store.get(self.prefix(thread) + relative)
 
     def write(self, thread: ThreadRef, virtual: str, data: bytes) -> None:
@@ -189,7 +191,7 @@ class ThreadFiles:
             # No working copy on this worker: the next pull fetches the file when one is made.
             has_copy = self._user_data(thread).is_dir()
             if has_copy:
-                copy.path(relative)  # refuse a symlinked path before anything is stored
+                copy.refuse_links(relative)  # refuse a symlinked path before anything is stored
             self.store.put(key, data)
             if not has_copy:
                 return

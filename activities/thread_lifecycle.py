@@ -18,10 +18,13 @@ on this host removes that copy too (other hosts' copies are caches that their ne
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from stat import S_ISDIR
 
+from activities import no_follow
 from activities.storage import ObjectStore
 from activities.storage.payloads import encode_segment
 from activities.thread_store import ObjectThreadStore
@@ -105,10 +108,25 @@ def delete_thread(objects: ObjectStore, thread: ThreadRef, home: Path, runs: lis
     deleted = DeletedThread(thread.thread_id)
     for prefix in [f"{thread_dir(thread.user_id, thread.thread_id)}/", *(run.prefix for run in runs)]:
         deleted.prefixes[prefix] = objects.delete_prefix(prefix)
-    local = home / thread_dir(thread.user_id, thread.thread_id)
-    if local.is_dir():
-        # Filesystem backend: the folders left empty (a sandbox creates them up front). Remote backend: this
-        # host's working copy.
-        shutil.rmtree(local)
-        deleted.local_dir = str(local)
+    # Filesystem backend: the folders left empty (a sandbox creates them up front). Remote backend: this host's
+    # working copy.
+    if _remove_local(home, thread_dir(thread.user_id, thread.thread_id)):
+        deleted.local_dir = str(home / thread_dir(thread.user_id, thread.thread_id))
     return deleted
+
+
+def _remove_local(home: Path, folder: str) -> bool:
+    """Remove the thread's ``folder`` under ``home`` without following a symlink (``activities/no_follow.py``):
+    a linked thread folder is unlinked, never emptied, and a linked folder above it means nothing of this
+    thread is there."""
+    parent, _, name = folder.rpartition("/")
+    try:
+        with no_follow.opened_dir(home, parent) as directory:
+            found = os.stat(name, dir_fd=directory, follow_symlinks=False)
+            if S_ISDIR(found.st_mode):
+                shutil.rmtree(name, dir_fd=directory)  # fd-based: never descends through a link
+            else:
+                os.unlink(name, dir_fd=directory)
+    except (FileNotFoundError, NotADirectoryError, no_follow.PathEscapeError):
+        return False
+    return True

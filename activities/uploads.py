@@ -77,7 +77,10 @@ def store_uploads(store: ObjectStore, thread: ThreadRef, sources: Sequence[Path]
     stored = []
     for name, source in check_uploads(sources).items():
         data = source.read_bytes()
-        store.put(upload_key(thread, name), data)
+        try:
+            store.put(upload_key(thread, name), data)
+        except PathEscapeError as exc:  # the filesystem backend: a folder on the way is a symlink a run left
+            raise UploadError(f"cannot upload {name!r}: {exc}") from None
         stored.append(UploadedFile(name, len(data)))
     return stored
 

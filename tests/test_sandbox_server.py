@@ -265,6 +265,35 @@ def test_file_sync_is_confined_like_the_tools(remote: RemoteSandbox, server: Ser
     assert (tmp_path / "secret.txt").read_text() == "host secret"
 
 
+def test_file_sync_never_follows_a_linked_top_level_folder(tmp_path: Path) -> None:
+    """``ln -s /somewhere /mnt/user-data/outputs`` in the pod: the sync neither lists, reads, writes nor deletes
+    there (issue 24), and the file tools refuse it too."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("pod secret")
+    root = tmp_path / "pod"
+    for name in ("workspace", "uploads"):
+        (root / name).mkdir(parents=True)
+    (root / "outputs").symlink_to(outside)
+    server = start_server(root)
+    try:
+        copy = PodWorkingCopy(server.client())
+        assert not any(name.startswith("outputs/") for name in copy.files(frozenset()))
+        with pytest.raises(PathEscapeError, match="symbolic link"):
+            copy.read("outputs/secret.txt")
+        with pytest.raises(PathEscapeError, match="symbolic link"):
+            copy.write("outputs/planted.txt", b"x")
+        stat = (outside / "secret.txt").stat()
+        with pytest.raises(PathEscapeError, match="symbolic link"):
+            copy.delete_if_unchanged("outputs/secret.txt", (stat.st_mtime_ns, stat.st_size))
+        with pytest.raises(SandboxError, match="Access denied"):
+            server.client().read_file("/mnt/user-data/outputs/secret.txt")
+    finally:
+        server.stop()
+    assert sorted(os.listdir(outside)) == ["secret.txt"]
+    assert (outside / "secret.txt").read_text() == "pod secret"
+
+
 def test_file_sync_needs_the_token_and_refuses_oversized_or_broken_transfers(server: Server) -> None:
     assert _raw(server, "POST", "/v1/files/list", b"{}", token="wrong")[0] == 401
     # Refused on the declared length, before the body is read (so none is sent here).

@@ -12,7 +12,8 @@ the local provider runs:
 * ``/v1/files`` lets the worker sync the three folders with the thread's storage (the pod holds no storage
   credentials): listings, chunked reads and writes, deletions and the sync manifest, through the same
   :class:`~activities.user_data_tree.UserDataTree` the worker's own working copy uses — same confinement, no
-  symlink followed, no chunk over ``SYNC_CHUNK_BYTES``;
+  symlink followed anywhere below the root (also not ``outputs -> /``: ``activities/no_follow.py``), no chunk
+  over ``SYNC_CHUNK_BYTES``;
 * every ``/v1`` call needs the pod's bearer token (``$HARTFLOW_SANDBOX_TOKEN``, from the Secret the provider
   creates; removed from the environment commands inherit); ``/healthz`` needs none.
 
@@ -66,6 +67,11 @@ class MountedUserData:
     """The pod's own ``/mnt/user-data`` (in tests, a directory standing in for it)."""
 
     user_data: Path
+
+    @property
+    def anchor(self) -> Path:
+        """The pod's mount is the deployment's: only what is below it may be a link a command made."""
+        return self.user_data
 
     @property
     def workspace(self) -> Path:

@@ -2,6 +2,12 @@
 
 It confines file tools to the thread's ``user-data`` directory but is no security boundary for bash,
 which is why host bash is off unless the deployment is fully trusted.
+
+Confinement: a virtual path is resolved (links *within* the three folders are followed, as DeerFlow's are) and
+must land in one of the three folders at their expected place below the trusted anchor (the home, or the pod's
+``/mnt/user-data``), never where a linked ``user-data`` or thread folder points. ``read_file`` and
+``write_file`` then open that resolved path one component at a time without following a link
+(``activities/no_follow.py``), so a link swapped in after the check is refused rather than followed.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext, supp
 from pathlib import Path, PurePosixPath
 from typing import IO, Protocol
 
+from activities import no_follow
+from activities.no_follow import PathEscapeError
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX, InvalidIdError, ThreadPaths
 from activities.sandbox.base import (
     CURRENT_CANCEL_SCOPE,
@@ -101,6 +109,8 @@ def _user_errors(path: str) -> Iterator[None]:
         raise SandboxError(f"Path is not a directory: {path}") from None
     except PermissionError:
         raise SandboxError(f"Permission denied: {path}") from None
+    except PathEscapeError:  # a link swapped in after the path was resolved
+        raise SandboxError("Access denied: path traversal detected") from None
     except UnicodeDecodeError:
         raise SandboxError(
             f"cannot read '{path}' as text — it appears to be a binary file (e.g. .xlsx, .pdf, or an image). "
@@ -163,7 +173,11 @@ def _timeout_notice(timeout: float) -> str:
 
 class UserDataLayout(Protocol):
     """Where ``/mnt/user-data`` is on this machine: a thread's directories under the hartflow home (the
-    local provider's :class:`ThreadPaths`), or the pod's own ``/mnt/user-data`` (the sandbox server)."""
+    local provider's :class:`ThreadPaths`), or the pod's own ``/mnt/user-data`` (the sandbox server).
+    ``anchor`` is the trusted folder ``user_data`` is below (or is): no link under it is trusted."""
+
+    @property
+    def anchor(self) -> Path: ...
 
     @property
     def user_data(self) -> Path: ...
@@ -191,7 +205,9 @@ class LocalSandbox(Sandbox):
         """``commands``: where running commands are recorded for the next worker to kill should this one die
         mid-command; ``None`` where nothing outlives the process (a pod's sandbox server is its PID 1)."""
         self._paths = paths
-        self._root = Path(os.path.realpath(paths.user_data))
+        # Only the anchor is resolved: a linked user-data or thread folder does not move the root along.
+        self._anchor = Path(os.path.realpath(paths.anchor))
+        self._root = self._anchor / paths.user_data.relative_to(paths.anchor)
         self._allow_host_bash = allow_host_bash
         self._bash_timeout = bash_timeout
         self._file_lock = file_lock
@@ -223,6 +239,11 @@ class LocalSandbox(Sandbox):
         if not any(host.is_relative_to(root) for root in roots):
             raise SandboxError("Access denied: path traversal detected")
         return host
+
+    def _open(self, host: Path, flags: int, *, create_folders: bool = False) -> int:
+        """A descriptor of the resolved ``host`` path, opened from the anchor without following a link."""
+        relative = host.relative_to(self._anchor).as_posix()
+        return no_follow.open_file(self._anchor, relative, flags, create_folders=create_folders)
 
     def _virtual(self, host: Path) -> str:
         relative = host.relative_to(self._root).as_posix()
@@ -301,11 +322,11 @@ class LocalSandbox(Sandbox):
         with _user_errors(path):
             if start_line is None and end_line is None:
                 # newline="" keeps CRLF intact, so str_replace's read-modify-write is byte-faithful.
-                with host.open(encoding="utf-8", newline="") as f:
+                with open(self._open(host, os.O_RDONLY), encoding="utf-8", newline="") as f:
                     return f.read()
             start = max(start_line or 1, 1)
             selected: list[str] = []
-            with host.open(encoding="utf-8") as f:
+            with open(self._open(host, os.O_RDONLY), encoding="utf-8") as f:
                 for number, line in enumerate(f, start=1):
                     if end_line is not None and number > end_line:
                         break
@@ -315,9 +336,10 @@ class LocalSandbox(Sandbox):
 
     def write_file(self, path: str, content: str, append: bool = False) -> None:
         host = self._resolve(path)
+        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
         with self._file_lock, _user_errors(path):
-            host.parent.mkdir(parents=True, exist_ok=True)
-            with host.open("a" if append else "w", encoding="utf-8", newline="") as f:
+            descriptor = self._open(host, flags, create_folders=True)
+            with open(descriptor, "a" if append else "w", encoding="utf-8", newline="") as f:
                 f.write(content)
 
     def str_replace(self, path: str, old_str: str, new_str: str, replace_all: bool = False) -> str:
@@ -442,7 +464,10 @@ class LocalSandboxProvider(SandboxProvider):
             paths = ThreadPaths(self._home, user_id, thread_id)
         except InvalidIdError as e:
             raise SandboxError(str(e)) from None
-        paths.ensure_dirs()
+        try:
+            paths.ensure_dirs()
+        except PathEscapeError as e:  # a link left in the thread's folders: nothing is created through it
+            raise SandboxError(f"The thread's folders cannot be used: {e}") from None
         sandbox_id = self.sandbox_id_for(user_id, thread_id)
         self._remember(sandbox_id, paths)
         return sandbox_id

@@ -1,17 +1,27 @@
-"""The ``filesystem`` backend: keys are files under a root directory (the hartflow home by default)."""
+"""The ``filesystem`` backend: keys are files under a root directory (the hartflow home by default).
+
+The root is the operator's; everything below it may have been made by a run (a thread's ``user-data`` is the
+local sandbox's folder), so no key is read, written, listed or deleted through a symlink: each folder of a key
+is opened without following one (``activities/no_follow.py``). A link is no object (``get``/``head`` say
+``None``, ``list`` leaves it out) and a ``put`` whose folder is a link raises
+:class:`~activities.no_follow.PathEscapeError` with nothing written.
+"""
 
 from __future__ import annotations
 
 import builtins
 import os
-import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from stat import S_ISREG
 
+from activities import no_follow
+from activities.no_follow import PathEscapeError
 from activities.storage import ObjectExistsError, ObjectInfo, ObjectStore, StorageConfigError, validate_key
 
 _PROBE_KEY = ".hartflow-storage-probe"
+_TEMPORARY_SUFFIX = ".tmp"
 
 
 class FilesystemObjectStore(ObjectStore):
@@ -36,83 +46,72 @@ class FilesystemObjectStore(ObjectStore):
 
     def get(self, key: str) -> bytes | None:
         try:
-            return self.path(key).read_bytes()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            return None
+            return no_follow.read(self.root, validate_key(key))
+        except PathEscapeError:
+            return None  # a link (or a folder on the way that is one) holds no object
 
     def put(self, key: str, data: bytes, *, if_absent: bool = False) -> None:
-        target = self.path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        """Write aside and rename; with ``if_absent`` a ``link()``, which refuses an existing target atomically
+        (the create-only write the thread store needs). :class:`PathEscapeError` when a folder on the way is a
+        symlink: nothing is written through it."""
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            if if_absent:
-                # link() refuses an existing target atomically: the create-only write the thread store needs.
-                try:
-                    os.link(tmp, target)
-                except FileExistsError:
-                    raise ObjectExistsError(key) from None
-            else:
-                os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            no_follow.write_atomically(
+                self.root, validate_key(key), data, staging_suffix=_TEMPORARY_SUFFIX, mode=0o600, exclusive=if_absent
+            )
+        except FileExistsError:
+            raise ObjectExistsError(key) from None
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
-            stat = self.path(key).stat()
-        except (FileNotFoundError, NotADirectoryError):
+            found = no_follow.lstat(self.root, validate_key(key))
+        except PathEscapeError:
             return None
-        if not os.path.isfile(self.path(key)):
+        if found is None or not S_ISREG(found.st_mode):
             return None
-        return _info(key, stat)
+        return _info(key, found)
 
     def delete(self, key: str) -> None:
-        path = self.path(key)
+        """Remove the key's file (a symlink there is removed, never what it points at; a folder on the way that
+        is a symlink means there is nothing to delete), then the folders it leaves empty, so deleting a
+        thread leaves no empty folders behind."""
+        parts = validate_key(key).split("/")
         try:
-            path.unlink()
-        except (FileNotFoundError, NotADirectoryError):
+            if not no_follow.unlink(self.root, key):
+                return
+        except PathEscapeError:
             return
-        # Prune the directories the key created, so deleting a thread leaves no empty folders behind.
-        parent = path.parent
-        while parent != self.root and parent.is_relative_to(self.root):
+        for depth in range(len(parts) - 1, 0, -1):
             try:
-                parent.rmdir()
-            except OSError:
+                with no_follow.opened_dir(self.root, "/".join(parts[: depth - 1])) as parent:
+                    os.rmdir(parts[depth - 1], dir_fd=parent)
+            except (OSError, PathEscapeError):
                 break
-            parent = parent.parent
 
     def list(self, prefix: str) -> Iterator[ObjectInfo]:
-        # Walk only the deepest directory the prefix names, then filter by the full prefix.
+        """Walk only the deepest folder the prefix names, then filter by the full prefix; regular files only,
+        never through a symlink (``activities/no_follow.py``)."""
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        start = self.root / base if base else self.root
-        if not start.is_dir():
+        try:
+            found = [
+                _info(key, stat)
+                for key, stat in no_follow.files(self.root, base, skip=_is_temporary)
+                if key.startswith(prefix)
+            ]
+        except PathEscapeError:
             return
-        found: list[ObjectInfo] = []
-        for dirpath, dirnames, filenames in os.walk(start):
-            dirnames.sort()
-            for name in filenames:
-                full = Path(dirpath) / name
-                key = full.relative_to(self.root).as_posix()
-                if key.startswith(prefix) and not _is_temporary(name):
-                    try:
-                        found.append(_info(key, full.stat()))
-                    except FileNotFoundError:
-                        continue
         yield from sorted(found, key=lambda info: info.key)
 
     def list_children(self, prefix: str) -> builtins.list[str]:
-        directory = self.path(prefix.rstrip("/")) if prefix.strip("/") else self.root
         try:
-            names = os.listdir(directory)
-        except (FileNotFoundError, NotADirectoryError):
+            with no_follow.opened_dir(self.root, prefix.rstrip("/")) as directory:
+                names = os.listdir(directory)
+        except (FileNotFoundError, NotADirectoryError, PathEscapeError):
             return []
         return sorted(name for name in names if not _is_temporary(name))
 
 
 def _is_temporary(name: str) -> bool:
-    return name.startswith(".") and name.endswith(".tmp")
+    return name.startswith(".") and name.endswith(_TEMPORARY_SUFFIX)
 
 
 def _info(key: str, stat: os.stat_result) -> ObjectInfo:

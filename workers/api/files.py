@@ -13,7 +13,9 @@
   script as the API's origin.
 
 The rules are the CLI's, from one place: thread ids (``deps.path_thread`` → ``vocabulary/paths.py``), upload
-names (``activities/uploads.py``), virtual paths and symlink escapes (``activities/thread_files.py``). Every
+names (``activities/uploads.py``), virtual paths and symlinks (``activities/thread_files.py``; on the filesystem
+backend no folder or file is reached through a link, also not a linked ``outputs``/``uploads``/``user-data``:
+``activities/no_follow.py``). Every
 name of a request is checked before the first write, so bad input writes nothing; another user's thread is
 not found (404), and every key is under the caller's own ``users/{user_id}/``. Uploads may precede the thread
 (DeerFlow's frontend uploads a new chat's files before the run that creates it): any thread id takes uploads
