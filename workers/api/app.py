@@ -78,5 +78,6 @@ def _one_line(errors: Any) -> str:
     problems = []
     for error in errors:
         where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-        problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+        message = str(error.get("msg")).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
     return "; ".join(problems) or "invalid request"

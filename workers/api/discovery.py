@@ -6,9 +6,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from workers.api.deps import User
+from workers.api.limits import ApiBody
 
 ASSISTANT_ID = "hartflow"
 ASSISTANT_ALIASES = frozenset({ASSISTANT_ID, "lead_agent"})
@@ -56,7 +57,7 @@ async def info(_: User) -> dict[str, Any]:
     return {"version": _version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
 
 
-class AssistantSearch(BaseModel):
+class AssistantSearch(ApiBody):
     model_config = ConfigDict(extra="allow")
     graph_id: str | None = None
     limit: int = 10
