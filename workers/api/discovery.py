@@ -18,7 +18,7 @@ _CREATED = "2026-01-01T00:00:00+00:00"
 router = APIRouter()
 
 
-def _version() -> str:
+def server_version() -> str:
     try:
         return version("hartflow")
     except PackageNotFoundError:
@@ -54,7 +54,7 @@ async def ok() -> dict[str, bool]:
 
 @router.get("/info")
 async def info(_: User) -> dict[str, Any]:
-    return {"version": _version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
+    return {"version": server_version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
 
 
 class AssistantSearch(ApiBody):
