@@ -53,10 +53,34 @@ class UploadError(ValueError):
     """A file that cannot be uploaded; the message names it."""
 
 
+MAX_UPLOAD_NAME_BYTES = 200
+"""UTF-8 bytes of an upload's name. A filesystem name holds 255 bytes, and the atomic write's temp file adds
+43 to the name (``.{name}.{32 hex}.sync-tmp``): a 213-byte name could never be written (it was a 500)."""
+_HIDDEN_CHARACTERS = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
+)
+"""Control characters (C0, DEL, C1), line and paragraph separators, and the invisible formatting ones (zero-width
+characters, the bidi embeddings, overrides and isolates): they make a name display as another name
+(``invoice\u202etxt.exe``) or break the lines the model and the logs show it in."""
+
+
 def validate_upload_name(name: str) -> str:
-    """A name that is one safe path segment (no ``..``, ``/``, ``\\`` or NUL) and no staging file."""
+    """A name that is one safe path segment (no ``..``, ``/``, ``\\`` or NUL), shows as what it is (no control
+    or bidi characters), fits a filesystem name (:data:`MAX_UPLOAD_NAME_BYTES`) and is no staging file."""
     if not name or name in (".", "..") or any(bad in name for bad in ("..", "/", "\\", "\0")):
         raise UploadError(f"invalid upload name {name!r}: it must be a plain file name without '..', '/' or NUL")
+    if (hidden := _HIDDEN_CHARACTERS.search(name)) is not None:
+        raise UploadError(
+            f"invalid upload name {name!r}: it holds the control or formatting character U+{ord(hidden.group()):04X}"
+        )
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise UploadError(f"invalid upload name {name!r}: it is not valid Unicode text") from None
+    if size > MAX_UPLOAD_NAME_BYTES:
+        raise UploadError(
+            f"invalid upload name {name[:40]!r}…: it is {size} bytes in UTF-8; the limit is {MAX_UPLOAD_NAME_BYTES}"
+        )
     if is_upload_staging_file(name):
         raise UploadError(f"invalid upload name {name!r}: names like '.upload-*.part' are reserved")
     return name

@@ -44,8 +44,9 @@ def scripts(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def api_config(home: Path, temporal_address: str, scripts: dict[str, str]) -> HartflowConfig:
-    return make_config(home, temporal_address, model=scripts["default"], api={"allow_model_specs": True})
+def api_config(home: Path, temporal_address: str, scripts: dict[str, str], tmp_path: Path) -> HartflowConfig:
+    return make_config(home, temporal_address, model=scripts["default"],
+                       api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)})
 
 
 @pytest.fixture

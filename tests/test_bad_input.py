@@ -281,7 +281,9 @@ def test_invalid_thread_ids_are_refused_by_every_command(
 
 
 @pytest.mark.parametrize(
-    "name", ["report..pdf", "..", "back\\slash.txt", "nul\0byte.txt"], ids=["dotdot", "up", "backslash", "nul"]
+    "name",
+    ["report..pdf", "..", "back\\slash.txt", "nul\0byte.txt", "invoice\u202etxt.exe", "new\nline.txt", "esc\x1b.txt"],
+    ids=["dotdot", "up", "backslash", "nul", "bidi-override", "newline", "escape"],
 )
 def test_upload_names_with_dotdot_slash_or_nul_are_refused(
     cli: CliWorker, capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str
@@ -314,7 +316,11 @@ def test_a_directory_is_not_an_upload(cli: CliWorker, capsys: pytest.CaptureFixt
     _assert_nothing_started(cli, thread_id, threads)
 
 
-@pytest.mark.parametrize("name", ["a/b", "../etc/passwd", "/abs", "x/..", "", ".", "dir\\file", "a\0b"])
+@pytest.mark.parametrize(
+    "name",
+    ["a/b", "../etc/passwd", "/abs", "x/..", "", ".", "dir\\file", "a\0b", "a" * 201, "é" * 101, "lone\ud800",
+     "tab\t", "del\x7f", "c1\x85", "rlo\u202e", "lri\u2066", "pdi\u2069", "zwsp\u200b", "bom\ufeff", "ls\u2028"],
+)
 def test_the_upload_name_rule_refuses_every_path_like_name(name: str) -> None:
     # Names arrive as path segments from the CLI, but other callers (an API) can hand in any string.
     with pytest.raises(UploadError, match="invalid upload name"):

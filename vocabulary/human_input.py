@@ -30,6 +30,11 @@ class InvalidReplyError(ValueError):
     """A reply that does not answer the pending request; the message says why."""
 
 
+class ReplyConflictError(InvalidReplyError):
+    """A reply that came too late: the run is not waiting (another reply resumed it) or waits on a newer request.
+    The API answers it with 409, like any request that lost a race for the thread."""
+
+
 @dataclass
 class Reply:
     """An answer to a pending request. At least one of ``answer``, ``option_id`` or ``fields`` is set."""
@@ -63,9 +68,9 @@ def parse_reply(raw: Any) -> Reply:
 def validate_reply(request: dict[str, Any] | None, reply: Reply) -> None:
     """Raise :class:`InvalidReplyError` unless ``reply`` answers ``request``."""
     if request is None:
-        raise InvalidReplyError("this run is not waiting for input")
+        raise ReplyConflictError("this run is not waiting for input")
     if reply.request_id is not None and reply.request_id != request.get("request_id"):
-        raise InvalidReplyError(
+        raise ReplyConflictError(
             f"stale request_id {reply.request_id!r}: the pending request is {request.get('request_id')!r}"
         )
     if reply.option_id is not None:

@@ -10,13 +10,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
-from vocabulary.human_input import InvalidReplyError, Reply, parse_reply, response_message, validate_reply
+from vocabulary.human_input import (
+    InvalidReplyError,
+    Reply,
+    ReplyConflictError,
+    parse_reply,
+    response_message,
+    validate_reply,
+)
 from vocabulary.state import StateUpdate
 from workflows._run_io import ReplyInput, RunView
 from workflows._visibility import RunVisibility
 
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
+_ANSWERED = "the pending request was answered already: the first reply resumes the run"
 
 
 class RunPause(RunVisibility):
@@ -63,11 +72,17 @@ class RunPause(RunVisibility):
         description="Answer the pending clarification (validated; rejected replies leave no history).",
     )
     async def reply(self, answer: ReplyInput) -> RunView:
+        if self._reply is not None:
+            # Accepted with others in one activation (validators all run before the first handler): the
+            # first reply won, this one fails as the validator would have refused it.
+            raise ApplicationError(_ANSWERED, type=ReplyConflictError.__name__, non_retryable=True)
         self._accept(Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
         return self._view()
 
     @reply.validator
     def _validate_reply(self, answer: ReplyInput) -> None:
+        if self._reply is not None:
+            raise ReplyConflictError(_ANSWERED)
         validate_reply(self._pending, Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
 
     @workflow.signal(
@@ -77,6 +92,8 @@ class RunPause(RunVisibility):
     def clarification_reply(self, payload: Any) -> None:
         try:
             reply = parse_reply(payload)
+            if self._reply is not None:
+                raise ReplyConflictError(_ANSWERED)
             validate_reply(self._pending, reply)
         except InvalidReplyError as exc:
             self._notice = f"ignored a clarification_reply signal: {exc}"

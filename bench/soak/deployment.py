@@ -128,7 +128,8 @@ class Deployment:
     def _config(self, home: Path, bucket: str) -> HartflowConfig:
         storage: dict[str, Any] = {**s3_storage_settings(self.s3, bucket), "payload_threshold_bytes": PAYLOAD_THRESHOLD}
         config = make_config(
-            home, self.temporal.address, storage=storage, api={"allow_model_specs": True},
+            home, self.temporal.address, storage=storage,
+            api={"allow_model_specs": True, "model_scripts_dir": str(self.directory / "scripts")},
             run={"subagent_enabled": True, "subagents": {"model": self.child_model},
                  "model_call": {"heartbeat_seconds": HEARTBEAT_SECONDS},
                  "tool_call": {"heartbeat_seconds": HEARTBEAT_SECONDS},

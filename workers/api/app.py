@@ -24,6 +24,10 @@ from workers.api.outages import unreachable
 from workers.config import HartflowConfig
 
 PREFIXES = ("", "/api")
+OPENAPI_PATH = "/openapi.json"
+"""The server's OpenAPI document, every route with its body models (as the LangGraph server serves its own):
+what a client generator reads, and what the fuzz test (``tests/test_api_fuzz.py``) generates requests from.
+It asks for the same token as every other route."""
 _log = logging.getLogger("hartflow.api")
 
 
@@ -33,11 +37,13 @@ def routers() -> list[APIRouter]:
 
 
 def create_app(config: HartflowConfig, client: Client) -> FastAPI:
-    app = FastAPI(title="hartflow Agent Server", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="hartflow Agent Server", version=discovery.server_version(), docs_url=None,
+                  redoc_url=None, openapi_url=OPENAPI_PATH)
     app.state.hartflow = ApiContext(config, client)
     for prefix in PREFIXES:
         for router in routers():
-            app.include_router(router, prefix=prefix)
+            # Documented once, at "/": the "/api" copies are the same operations (and would repeat their ids).
+            app.include_router(router, prefix=prefix, include_in_schema=prefix == "")
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(StorageError, _storage_error)
@@ -78,5 +84,6 @@ def _one_line(errors: Any) -> str:
     problems = []
     for error in errors:
         where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-        problems.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+        message = str(error.get("msg")).removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
     return "; ".join(problems) or "invalid request"

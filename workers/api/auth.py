@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from fastapi import FastAPI, HTTPException, Request
@@ -73,6 +74,9 @@ class ApiSettings(BaseModel):
     )
     allow_model_specs: bool = Field(
         False, description="accept a raw model spec (scripted:PATH, openai:NAME) as a run's model_name"
+    )
+    model_scripts_dir: Path | None = Field(
+        None, description="with allow_model_specs, the only folder a caller's scripted:PATH may name a file in"
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, description="largest request body accepted")
 

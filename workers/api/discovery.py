@@ -6,9 +6,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
 from workers.api.deps import User
+from workers.api.limits import ApiBody
 
 ASSISTANT_ID = "hartflow"
 ASSISTANT_ALIASES = frozenset({ASSISTANT_ID, "lead_agent"})
@@ -17,7 +18,7 @@ _CREATED = "2026-01-01T00:00:00+00:00"
 router = APIRouter()
 
 
-def _version() -> str:
+def server_version() -> str:
     try:
         return version("hartflow")
     except PackageNotFoundError:
@@ -53,10 +54,10 @@ async def ok() -> dict[str, bool]:
 
 @router.get("/info")
 async def info(_: User) -> dict[str, Any]:
-    return {"version": _version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
+    return {"version": server_version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
 
 
-class AssistantSearch(BaseModel):
+class AssistantSearch(ApiBody):
     model_config = ConfigDict(extra="allow")
     graph_id: str | None = None
     limit: int = 10

@@ -16,7 +16,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Header, HTTPException, Query, Response
 from sse_starlette.sse import EventSourceResponse
 from starlette.responses import JSONResponse, StreamingResponse
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.storage import StorageError
 from vocabulary.contracts import ThreadRef
@@ -123,10 +124,28 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
         yield Frame("error", {"error": "ServiceUnavailable", "message": f"{service} unavailable: {exc}"})
     finally:
         if cancel_on_disconnect and not ended and live:
-            handle = context.client.get_workflow_handle(frames.record.workflow_id)
-            task = asyncio.create_task(handle.cancel())
+            task = asyncio.create_task(_cancel(context, frames.record))
             _background.add(task)
             task.add_done_callback(_background.discard)
+
+
+def _run_handle(context: ApiContext, record: records.RunRecord) -> WorkflowHandle[Any, Any]:
+    """The run's own workflow chain: the workflow id names the thread, and a newer run of the thread is a new
+    chain under the same id, so a cancel (or a wait) aimed at the id alone could reach a run it was not meant
+    for. ``first_execution_run_id`` pins the chain: Temporal refuses the call once that chain is closed."""
+    return context.client.get_workflow_handle(record.workflow_id,
+                                              first_execution_run_id=record.workflow_run_id or None)
+
+
+async def _cancel(context: ApiContext, record: records.RunRecord) -> bool:
+    """Ask the run's chain to cancel; ``False`` when it is gone (closed, or replaced by a newer run's chain)."""
+    try:
+        await _run_handle(context, record).cancel()
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return False
+    return True
 
 
 def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[str, str]) -> StreamingResponse:
@@ -228,8 +247,9 @@ async def cancel_run(run_id: str, thread: Thread, context: Context,
     run_status = await _status_of(context, thread, record)
     if run_status not in ("pending", "running"):
         raise HTTPException(409, f"run {run_id} is {run_status}: only a running run can be cancelled")
-    handle = context.client.get_workflow_handle(record.workflow_id)
-    await handle.cancel()
+    handle = _run_handle(context, record)
+    if not await _cancel(context, record):
+        raise HTTPException(409, f"run {run_id} is no longer running: only a running run can be cancelled")
     if not wait:
         return Response(status_code=202)
     with contextlib.suppress(WorkflowFailureError):  # cancelled: what we asked for

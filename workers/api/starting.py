@@ -13,12 +13,14 @@ one. Everything is checked before anything is written: a refused request starts 
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
+from pathlib import Path
 from typing import Any, Literal
 
 from fastapi import HTTPException
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from temporalio.client import WorkflowUpdateFailedError
+from pydantic import Field, ValidationError, field_validator
+from temporalio.client import WorkflowQueryRejectedError, WorkflowUpdateFailedError
 from temporalio.common import (
     SearchAttributePair,
     TypedSearchAttributes,
@@ -27,13 +29,16 @@ from temporalio.common import (
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
+from vocabulary.human_input import ReplyConflictError
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
+from workers.api.limits import ApiBody
 from workers.api.outages import riding_out, storage_down
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows import search_attributes as sa
@@ -42,11 +47,11 @@ from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_pr
 STREAM_MODES = ("values", "messages-tuple", "updates", "custom")
 
 
-class RunCreate(BaseModel):
+class RunCreate(ApiBody):
     """The run payload ``langgraph-sdk`` sends; fields it always sends (``stream_resumable: false``, ...) and
-    those hartflow does not use are accepted and ignored, never 422."""
+    those hartflow does not use are accepted and ignored, never 422. The parts hartflow reads are checked for
+    their shape here (an object where an object is read), so a malformed one is a 422, not a crash."""
 
-    model_config = ConfigDict(extra="ignore")
     assistant_id: str = "hartflow"
     input: dict[str, Any] | None = None
     command: dict[str, Any] | None = None
@@ -60,6 +65,42 @@ class RunCreate(BaseModel):
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
 
+    @field_validator("config")
+    @classmethod
+    def _config_shape(cls, config: dict[str, Any] | None) -> dict[str, Any] | None:
+        _object_or_null((config or {}).get("configurable"), "configurable")
+        return config
+
+    @field_validator("input")
+    @classmethod
+    def _input_shape(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        messages = (value or {}).get("messages")
+        if messages is None:
+            return value
+        if not isinstance(messages, list):
+            raise ValueError("messages must be a list of messages")
+        for index, message in enumerate(messages):
+            if not isinstance(message, dict):
+                continue  # not a message hartflow reads (as before: only the last human message is)
+            kwargs = _object_or_null(message.get("additional_kwargs"), f"messages[{index}].additional_kwargs")
+            _object_or_null((kwargs or {}).get("human_input_response"),
+                            f"messages[{index}].additional_kwargs.human_input_response")
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command_shape(cls, command: dict[str, Any] | None) -> dict[str, Any] | None:
+        if command is None or "resume" not in command or isinstance(command["resume"], str):
+            return command
+        resume = command["resume"]
+        if not isinstance(resume, dict) or not set(resume) <= {"answer", "option_id", "fields"}:
+            raise ValueError("resume must be text or {answer | option_id | fields}")
+        for key in ("answer", "option_id"):
+            if resume.get(key) is not None and not isinstance(resume[key], str):
+                raise ValueError(f"resume.{key} must be text")
+        _object_or_null(resume.get("fields"), "resume.fields")
+        return command
+
     def modes(self) -> list[str]:
         return stream_modes(self.stream_mode)
 
@@ -67,6 +108,12 @@ class RunCreate(BaseModel):
         """A run option from ``context`` (DeerFlow's frontend) or ``config.configurable`` (LangGraph's way)."""
         configurable = (self.config or {}).get("configurable") or {}
         return (self.context or {}).get(name, configurable.get(name))
+
+
+def _object_or_null(value: Any, where: str) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{where} must be an object")
+    return value
 
 
 def stream_modes(requested: str | list[str] | None) -> list[str]:
@@ -99,14 +146,36 @@ def model_spec(context: ApiContext, requested: Any) -> RunModel:
     name: str | None = None
     if isinstance(requested, str) and ":" in requested:
         if not config.api.allow_model_specs:
-            raise HTTPException(422, f"model_name {requested!r} is a raw model spec; set api.allow_model_specs")
-        name = requested
+            raise HTTPException(422, f"model_name {requested[:200]!r} is a raw model spec; set api.allow_model_specs")
+        name = _script_in_folder(config.api.model_scripts_dir, requested)
     elif isinstance(requested, str) and any(entry.name == requested for entry in config.models):
         name = requested
     try:
         return select_model(config, name)
     except ModelSelectionError as exc:
         raise HTTPException(422, str(exc)) from None
+
+
+def _script_in_folder(folder: Path | None, spec: str) -> str:
+    """A caller's ``scripted:PATH`` as a spec under ``api.model_scripts_dir`` (a relative PATH is taken from
+    there), else 422. A scripted model reads its file on the server: from anywhere else, the answer (a parse
+    error, a missing file) would tell any caller what the server's files hold. The refusal is the same whether
+    the file exists or not, and is given before the file is looked at."""
+    prefix, _, path = spec.partition(":")
+    if prefix != "scripted":
+        return spec
+    refusal = HTTPException(422, "model_name: a scripted model must name a file under api.model_scripts_dir "
+                                 f"({'not set on this server' if folder is None else 'a folder of the server'})")
+    if folder is None or not path or "\0" in path:
+        raise refusal
+    base = folder.expanduser().resolve()
+    try:
+        resolved = (base / path).resolve()
+    except (OSError, RuntimeError, ValueError):
+        raise refusal from None
+    if not resolved.is_relative_to(base) or resolved == base:
+        raise refusal
+    return f"scripted:{resolved}"
 
 
 def _last_human(body: RunCreate) -> dict[str, Any] | None:
@@ -128,19 +197,31 @@ def message_content(message: dict[str, Any]) -> str:
     return content.strip()
 
 
-def reply_for(body: RunCreate, pending: dict[str, Any] | None) -> ReplyInput | None:
-    """The answer this request gives the pending clarification, or ``None`` when it gives none."""
+def reply_for(body: RunCreate, pending: dict[str, Any] | None, current: status.Chain,
+              max_chars: int) -> ReplyInput | None:
+    """The answer this request gives the pending clarification, or ``None`` when it gives none. A reply is
+    bounded like a message (``run.max_message_chars``); a resume while another run holds the thread is 409."""
+    reply = _reply(body, pending, current)
+    if reply is not None:
+        size = len(reply.answer or "") + len(reply.option_id or "") + len(json.dumps(reply.fields, default=str))
+        if size > max_chars + 2:  # "{}": no fields
+            raise HTTPException(422, f"the reply is about {size} characters; the limit is {max_chars} "
+                                     "(run.max_message_chars)")
+    return reply
+
+
+def _reply(body: RunCreate, pending: dict[str, Any] | None, current: status.Chain) -> ReplyInput | None:
     request_id = (pending or {}).get("request_id")
     if body.command is not None and "resume" in body.command:
+        if pending is None and current.active:
+            raise HTTPException(409, f"the thread is busy: a run is {current.status}, there is nothing to resume")
         if pending is None:
             raise HTTPException(400, "command.resume: the thread is not interrupted, there is nothing to resume")
         resume = body.command["resume"]
         if isinstance(resume, str):
             return ReplyInput(answer=resume, request_id=request_id)
-        if isinstance(resume, dict) and set(resume) <= {"answer", "option_id", "fields"}:
-            return ReplyInput(resume.get("answer"), resume.get("option_id"), dict(resume.get("fields") or {}),
-                              request_id)
-        raise HTTPException(422, "command.resume must be text or {answer | option_id | fields}")
+        return ReplyInput(resume.get("answer"), resume.get("option_id"), dict(resume.get("fields") or {}),
+                          request_id)
     message = _last_human(body)
     if pending is None or message is None:
         return None
@@ -148,9 +229,51 @@ def reply_for(body: RunCreate, pending: dict[str, Any] | None) -> ReplyInput | N
     if isinstance(response, dict):
         if response.get("response_kind") == "option":
             return ReplyInput(option_id=str(response.get("option_id") or response.get("value")),
-                              request_id=response.get("request_id") or request_id)
-        return ReplyInput(answer=str(response.get("value") or ""), request_id=response.get("request_id") or request_id)
+                              request_id=_text_or_none(response.get("request_id")) or request_id)
+        return ReplyInput(answer=str(response.get("value") or ""),
+                          request_id=_text_or_none(response.get("request_id")) or request_id)
     return ReplyInput(answer=message_content(message), request_id=request_id)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+_ANSWERED = ("the pause was answered already (by another request): the thread is no longer interrupted; "
+             "read its state and runs")
+
+
+async def _stream_offset(context: ApiContext, workflow_id: str) -> int:
+    """Where the resumed segment starts in the run's stream; a run closed since it was read as paused (another
+    request's reply resumed it and it ran to the end) rejects the query: 409, like the late reply itself."""
+    try:
+        return await WorkflowStreamClient.create(context.client, workflow_id).get_offset()
+    except WorkflowQueryRejectedError:
+        raise HTTPException(409, _ANSWERED) from None
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise HTTPException(409, _ANSWERED) from None
+
+
+async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> None:
+    """Send the reply; a pause that another request answered first (many clients resuming at once) is 409."""
+    try:
+        await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
+    except WorkflowUpdateFailedError as exc:
+        if _root_type(exc) == ReplyConflictError.__name__:
+            raise HTTPException(409, f"{_ANSWERED}: {_root(exc)}") from None
+        raise HTTPException(422, f"reply refused: {_root(exc)}") from None
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise HTTPException(409, _ANSWERED) from None  # closed since: its last segment ran to the end
+
+
+def _root_type(exc: BaseException) -> str | None:
+    while getattr(exc, "cause", None) is not None:
+        exc = exc.cause  # type: ignore[attr-defined]
+    return getattr(exc, "type", None)
 
 
 def _root(exc: BaseException) -> str:
@@ -173,15 +296,13 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     current = await status.chain(context.client, thread)
     paused = current.status == "awaiting_input"
     committed = await asyncio.to_thread(context.store.record, thread) if paused else None
-    reply = reply_for(body, status.pending_request((committed or {}).get("state")))
+    pending = status.pending_request((committed or {}).get("state"))
+    reply = reply_for(body, pending, current, context.config.run.max_message_chars)
     if reply is not None:
         assert current.first_run_id is not None and current.workflow_id is not None
         workflow_id = current.workflow_id  # a paused run started before ids were per user answers under its own
-        offset = await WorkflowStreamClient.create(context.client, workflow_id).get_offset()
-        try:
-            await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
-        except WorkflowUpdateFailedError as exc:
-            raise HTTPException(422, f"reply refused: {_root(exc)}") from None
+        offset = await _stream_offset(context, workflow_id)
+        await _answer(context, workflow_id, reply)
         record = _record(thread, body, workflow_id, current.first_run_id, offset)
         # The run took the reply: its record must follow, through a storage outage too (no memo has it).
         await riding_out(

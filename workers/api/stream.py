@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -32,6 +31,7 @@ from activities.run_archive import load_run_archive
 from activities.storage import ObjectStore
 from vocabulary.contracts import ThreadRef
 from workers.api import status
+from workers.api.limits import event_id
 from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
 from workers.api.status import Chain, pending_request
@@ -40,7 +40,6 @@ from workflows.state_stream import MESSAGES_TOPIC, fold
 
 _ENDS = frozenset({"awaiting_input", "run_finished"})
 _NODES = {"ai": "model", "tool": "tools"}
-_EVENT_ID = re.compile(r"(-?\d+)(?:-(\d+))?")
 _POLL_COOLDOWN = timedelta(milliseconds=50)
 _log = logging.getLogger("hartflow.api")
 
@@ -56,10 +55,10 @@ def resume_point(last_event_id: str | None) -> tuple[int, int] | None:
     """Where a reader resumes: after this frame, or ``None`` (no header, or ``-1``) from the run's start."""
     if last_event_id is None or last_event_id.strip() in ("", "-1"):
         return None
-    match = _EVENT_ID.fullmatch(last_event_id.strip())
-    if match is None:
-        raise HTTPException(422, f"Last-Event-ID {last_event_id!r} is not an event id of this server")
-    return int(match.group(1)), int(match.group(2) or 0)
+    point = event_id(last_event_id.strip())
+    if point is None:
+        raise HTTPException(422, f"Last-Event-ID {last_event_id[:40]!r} is not an event id of this server")
+    return point
 
 
 class RunFrames:

@@ -6,35 +6,35 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import UTC
 from typing import Any, Literal
 
 from fastapi import APIRouter, HTTPException, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from activities.thread_lifecycle import list_threads
+from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
+from vocabulary.paths import THREAD_ID_PATTERN
 from workers import thread_workflow
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
+from workers.api.limits import ApiBody, version_number
 
 router = APIRouter()
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
 
 
-class ThreadCreate(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ThreadCreate(ApiBody):
     thread_id: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     if_exists: Literal["raise", "do_nothing"] = "raise"
 
 
-class ThreadPatch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ThreadPatch(ApiBody):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
-class ThreadSearch(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ThreadSearch(ApiBody):
     metadata: dict[str, Any] = Field(default_factory=dict)
     ids: list[str] | None = None
     status: ThreadStatus | None = None
@@ -42,8 +42,7 @@ class ThreadSearch(BaseModel):
     offset: int = Field(0, ge=0)
 
 
-class HistoryRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class HistoryRequest(ApiBody):
     limit: int = Field(10, ge=1, le=1000)
 
 
@@ -148,18 +147,49 @@ async def remove_thread(thread: Thread, context: Context) -> Response:
 @router.post("/threads/search")
 async def search_threads(body: ThreadSearch, user: User,
                          context: Context) -> list[dict[str, Any]]:
-    names = [summary.thread_id for summary in await asyncio.to_thread(list_threads, context.objects, user)]
+    """Filtered and paged on what storage lists cheaply (names, API records, when state was last committed);
+    a thread's view (its state, its workflow's status) is built only for the page, and with a ``status``
+    filter only until the page is full: the cost follows ``offset + limit``, not the number of threads."""
+    candidates = await asyncio.to_thread(_search_candidates, context, user, body)
+    wanted = body.offset + body.limit
+    if body.status is None:
+        candidates = candidates[body.offset : wanted]
     found = []
-    for name in names if body.ids is None else [n for n in names if n in body.ids]:
-        thread = thread_ref(user, name)
+    for thread in candidates:
         record = await asyncio.to_thread(existing_record, context, thread)
-        if record is None or any(record["metadata"].get(k) != v for k, v in body.metadata.items()):
-            continue
+        if record is None:
+            continue  # deleted since it was listed
         view = await thread_view(context, thread, record)
         if body.status is None or view["status"] == body.status:
             found.append(view)
-    found.sort(key=lambda view: view["updated_at"], reverse=True)
-    return found[body.offset : body.offset + body.limit]
+        if len(found) >= wanted:
+            break
+    return found if body.status is None else found[body.offset : wanted]
+
+
+def _search_candidates(context: ApiContext, user: str, body: ThreadSearch) -> list[ThreadRef]:
+    """The caller's threads that match ``ids`` and ``metadata``, newest first, from listings and API records."""
+    ranked: list[tuple[str, ThreadRef]] = []
+    for name in context.objects.list_children(f"users/{user}/threads/"):
+        if (body.ids is not None and name not in body.ids) or not THREAD_ID_PATTERN.fullmatch(name):
+            continue
+        thread = thread_ref(user, name)
+        record = records.thread_record(context.objects, thread)
+        committed = _last_commit(context, thread)
+        if record is None and committed is None:
+            continue  # uploads before the thread's first run: no thread yet
+        metadata = (record or {}).get("metadata") or {}
+        if any(metadata.get(key) != value for key, value in body.metadata.items()):
+            continue
+        ranked.append((max((record or {}).get("updated_at") or "", committed or ""), thread))
+    ranked.sort(key=lambda item: item[0], reverse=True)
+    return [thread for _, thread in ranked]
+
+
+def _last_commit(context: ApiContext, thread: ThreadRef) -> str | None:
+    """When the thread's state was last committed, from the listing of its state objects (none read)."""
+    stamps = [info.modified for info in context.objects.list(f"{ObjectThreadStore.thread_prefix(thread)}state")]
+    return max(stamps).astimezone(UTC).isoformat() if stamps else None
 
 
 @router.get("/threads/{thread_id}/state")
@@ -190,7 +220,7 @@ async def get_history(body: HistoryRequest, thread: Thread,
 async def get_state_at(checkpoint_id: str, thread: Thread, context: Context) -> dict[str, Any]:
     """One retained version (``checkpoint_id`` ``v{N}``, as history names them); a pruned one is 404."""
     await asyncio.to_thread(require_record, context, thread)
-    version = int(checkpoint_id[1:]) if checkpoint_id[:1] == "v" and checkpoint_id[1:].isdigit() else None
+    version = version_number(checkpoint_id)
     committed = None if version is None else await asyncio.to_thread(context.store.version_record, thread, version)
     if committed is None:
         raise HTTPException(404, f"checkpoint {checkpoint_id!r} of thread {thread.thread_id} is not retained")
