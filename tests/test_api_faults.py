@@ -23,6 +23,7 @@ from tests.support.faults import private_dev_server, wait_for_file, worker_proce
 from tests.support.inprocess_api import serving_api
 from tests.support.s3server import S3Server, s3_storage_settings
 from vocabulary.contracts import ThreadRef
+from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, starting
 from workers.api.deps import ApiContext
 from workers.api.outages import riding_out, storage_down
@@ -186,7 +187,8 @@ async def test_a_run_whose_record_never_reached_storage_is_found_and_joined_not_
             sdk = get_client(url=url)
             thread_id = (await sdk.threads.create())["thread_id"]
             body = RunCreate(input={"messages": [{"role": "user", "content": "go"}]}, stream_mode=MODES)
-            started = starting._record(ThreadRef(config.user_id, thread_id), body, "", 0)
+            workflow_id = run_workflow_id(config.user_id, thread_id)
+            started = starting._record(ThreadRef(config.user_id, thread_id), body, workflow_id, "", 0)
             # The start as the API does it, and then nothing: the server died before the record was written.
             await starting._start(ApiContext(config, api_client), ThreadRef(config.user_id, thread_id), body, started)
             await wait_for_file(workspace_of(thread_id) / "started")
@@ -218,7 +220,8 @@ async def test_a_record_that_must_follow_a_reply_is_written_once_storage_is_back
         config = make_config(home, temporal_address, storage=s3_storage_settings(s3, s3.create_bucket("reply-down")))
         objects = open_object_store(config)
         thread = ThreadRef(config.user_id, "t-reply")
-        record = records.RunRecord(str(uuid.uuid4()), "t-reply", "hartflow", "hartflow-t-reply", "run", 3, "now")
+        record = records.RunRecord(str(uuid.uuid4()), "t-reply", "hartflow",
+                                    run_workflow_id(config.user_id, "t-reply"), "run", 3, "now")
         s3.stop()
         with caplog.at_level(logging.WARNING):
             write = asyncio.create_task(

@@ -25,10 +25,10 @@ from temporalio.client import Client
 from activities.uploads import MAX_UPLOAD_NAME_BYTES
 from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from tests.support.inprocess_api import serving_api
+from vocabulary.workflow_ids import run_workflow_id
 from workers.api import runs, status
 from workers.config import HartflowConfig, open_object_store
 from workers.worker import connect
-from workflows.run import workflow_id_for
 
 MAX_MESSAGE_CHARS = 2000
 
@@ -255,7 +255,7 @@ async def _pause(api: httpx.AsyncClient, scripts: Path, after_reply: dict[str, A
 
 async def test_a_reply_is_bounded_like_a_message(api: httpx.AsyncClient, scripts: Path, client: Client) -> None:
     thread_id = await _pause(api, scripts, answer("done"))
-    handle = client.get_workflow_handle(workflow_id_for(thread_id))
+    handle = client.get_workflow_handle(run_workflow_id("default", thread_id))
     events = len([e async for e in handle.fetch_history_events()])
     long = "x" * (MAX_MESSAGE_CHARS + 1)
     for body in ({"command": {"resume": long}}, {"command": {"resume": {"answer": long}}},

@@ -123,17 +123,24 @@ def _threads(home: Path) -> set[str]:
 
 
 def _workflow_exists(worker: CliWorker, thread_id: str) -> bool:
-    async def describe() -> bool:
-        client = await Client.connect(worker.address)
+    async def exists(client: Client, workflow_id: str) -> bool:
         try:
-            await client.get_workflow_handle(run_workflow_id(USER, thread_id)).describe()
+            await client.get_workflow_handle(workflow_id).describe()
         except RPCError as exc:
             if exc.status == RPCStatusCode.NOT_FOUND:
                 return False
             raise
         return True
 
-    return asyncio.run(describe())
+    async def any_run() -> bool:
+        client = await Client.connect(worker.address)
+        # Built by hand, not by run_workflow_id (which refuses these ids): no run may exist under either id.
+        return [await exists(client, f"hartflow:{USER}:{thread_id}"), await exists(client, f"hartflow-{thread_id}")] != [
+            False,
+            False,
+        ]
+
+    return asyncio.run(any_run())
 
 
 def _history(worker: CliWorker, thread_id: str) -> list[Any]:

@@ -22,6 +22,7 @@ from workers.devserver import free_port
 
 ACCESS_KEY = "hartflow-test"
 SECRET_KEY = "hartflow-test-secret"
+_PROBE_BUCKET = "s3server-probe"
 
 
 def weed_binary() -> str:
@@ -76,7 +77,7 @@ class S3Server:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                self.client().list_buckets()
+                self._probe()
                 return
             except Exception:
                 if self.process.poll() is not None or time.monotonic() > deadline:
@@ -84,6 +85,16 @@ class S3Server:
                     tail = (self.directory / "weed.log").read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"SeaweedFS did not start:\n{tail}") from None
                 time.sleep(0.1)
+
+    def _probe(self) -> None:
+        """Ready means stored objects read back, not just that the S3 port answers: after a restart SeaweedFS
+        lists buckets before its volume server has registered, and a read then fails with InternalError. So the
+        first start stores a probe object, and every start waits until it reads back."""
+        client = self.client()
+        if _PROBE_BUCKET not in {bucket["Name"] for bucket in client.list_buckets().get("Buckets", [])}:
+            client.create_bucket(Bucket=_PROBE_BUCKET)
+            client.put_object(Bucket=_PROBE_BUCKET, Key="probe", Body=b"ready")
+        client.get_object(Bucket=_PROBE_BUCKET, Key="probe")["Body"].read()
 
     def stop(self) -> None:
         if self.process is None:
