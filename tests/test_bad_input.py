@@ -135,10 +135,8 @@ def _workflow_exists(worker: CliWorker, thread_id: str) -> bool:
     async def any_run() -> bool:
         client = await Client.connect(worker.address)
         # Built by hand, not by run_workflow_id (which refuses these ids): no run may exist under either id.
-        return [await exists(client, f"hartflow:{USER}:{thread_id}"), await exists(client, f"hartflow-{thread_id}")] != [
-            False,
-            False,
-        ]
+        per_user, legacy = f"hartflow:{USER}:{thread_id}", f"hartflow-{thread_id}"
+        return await exists(client, per_user) or await exists(client, legacy)
 
     return asyncio.run(any_run())
 

@@ -49,7 +49,7 @@ def scripts(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def api_config(home: Path, temporal_address: str, scripts: dict[str, str]) -> HartflowConfig:
+def api_config(home: Path, temporal_address: str, scripts: dict[str, str], tmp_path: Path) -> HartflowConfig:
     tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
     return make_config(
         home,
@@ -57,7 +57,7 @@ def api_config(home: Path, temporal_address: str, scripts: dict[str, str]) -> Ha
         model=scripts["ask"],
         # Every payload goes to storage (a reference stays in history): deleting another run's is then fatal to it.
         storage={"payload_threshold_bytes": 1024},
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True},
+        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
     )
 
 

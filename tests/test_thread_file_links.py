@@ -261,6 +261,6 @@ def test_deleting_a_thread_whose_folder_is_a_link_keeps_what_it_points_at(home: 
     store.put(f"{ThreadFiles.prefix(bobs)}outputs/report.md", b"bob's report")
     (home / "users/alice/threads").mkdir(parents=True)
     (home / "users/alice/threads/t1").symlink_to(home / "users/bob/threads/t1")
-    delete_thread(store, ThreadRef("alice", "t1"), home)
+    delete_thread(store, ThreadRef("alice", "t1"), home, [])
     assert not (home / "users/alice/threads/t1").is_symlink()  # the link itself is gone
     assert store.get(f"{ThreadFiles.prefix(bobs)}outputs/report.md") == b"bob's report"
