@@ -3,9 +3,7 @@ apart on the time-skipping test server, and a memory store that never answers on
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import sys
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -32,7 +30,7 @@ from activities.memory_store import (
     save_memory,
 )
 from activities.storage.filesystem import FilesystemObjectStore
-from activities.thread_store import FilesystemThreadStore
+from activities.thread_store import FilesystemThreadStore, ObjectThreadStore
 from middlewares.dynamic_context import (
     DynamicContextConfig,
     DynamicContextMiddleware,
@@ -51,8 +49,10 @@ from tests.support import (
     unique,
     write_script,
 )
+from tests.support.s3server import S3Server, StallingS3Proxy, s3_storage_settings
 from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput, ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState, apply_update
+from workers.config import open_object_store
 from workers.worker import build_worker
 from workers.worker_stop import running
 from workflows import search_attributes as sa
@@ -332,44 +332,39 @@ async def test_the_id_swap_across_two_days_keeps_the_system_prompt_identical(
 
 
 async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goes_on(
-    client: Client, home: Path, temporal_address: str
+    client: Client, home: Path, temporal_address: str, s3_server: S3Server, s3_bucket: str
 ) -> None:
-    config = make_config(
-        home, temporal_address, run={"middlewares": {"dynamic_context": {"memory_timeout_seconds": 0.5}}}
-    )
-    thread = unique("stuck")
-    fifo = (home / memory_key(config.user_id))
-    fifo.parent.mkdir(parents=True)
-    os.mkfifo(fifo)  # opening a FIFO blocks until someone writes: a store that never answers
-    async with running_worker(client, config):
-        try:
+    """Storage that holds the memory read back (a real S3 server behind a proxy that stalls that one GET; every
+    other request goes through): the run gives up on memory after ``memory_timeout_seconds`` and goes on."""
+    user = unique("stuck-user")
+    memory_get = f"GET /{s3_bucket}/hartflow/{memory_key(user)}".encode()
+    with StallingS3Proxy(s3_server, stall=memory_get) as proxy:
+        storage: dict[str, Any] = s3_storage_settings(s3_server, s3_bucket)
+        storage["s3"] = {**storage["s3"], "endpoint_url": proxy.endpoint_url}
+        config = make_config(
+            home, temporal_address, storage=storage, user_id=user,
+            run={"middlewares": {"dynamic_context": {"memory_timeout_seconds": 0.5}}},
+        )
+        thread = unique("stuck")
+        store = ObjectThreadStore(open_object_store(config))
+        async with running_worker(client, config):
             view = await settle(
                 await start_run(client, config, "hello", model=write_script(home, [answer("hi")]), thread_id=thread)
             )
-        finally:
-            _unblock(fifo)
-        assert view.status == "completed"
-        messages = FilesystemThreadStore(home).load(ThreadRef(config.user_id, thread)).state.messages
-        assert [m.type for m in messages] == ["human", "ai"]
-        assert not any(str(m.id).endswith("__user") for m in messages)
+            assert view.status == "completed" and proxy.stalled >= 1
+            messages = store.load(ThreadRef(config.user_id, thread)).state.messages
+            assert [m.type for m in messages] == ["human", "ai"]
+            assert not any(str(m.id).endswith("__user") for m in messages)
 
-        # The next run finds memory and injects it on its own (the latest) message.
-        save_memory(FilesystemObjectStore(home), config.user_id, MEMORY)
-        view = await settle(
-            await start_run(client, config, "again", model=write_script(home, [answer("ok")]), thread_id=thread)
-        )
-        assert view.status == "completed"
-    messages = FilesystemThreadStore(home).load(ThreadRef(config.user_id, thread)).state.messages
+            # The next run finds memory and injects it on its own (the latest) message.
+            proxy.release()
+            save_memory(open_object_store(config), config.user_id, MEMORY)
+            view = await settle(
+                await start_run(client, config, "again", model=write_script(home, [answer("ok")]), thread_id=thread)
+            )
+            assert view.status == "completed"
+        messages = store.load(ThreadRef(config.user_id, thread)).state.messages
     assert [m.type for m in messages] == ["human", "ai", "system", "human", "human", "ai"]
     assert messages[4].content == "again" and "Prefers Python" in messages[3].content
 
 
-def _unblock(fifo: Path) -> None:
-    """Let the activity thread blocked in open() go; without a reader blocked yet, remove the FIFO so a late one
-    finds no memory instead of blocking."""
-    try:
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:
-            raise
-    fifo.unlink()

@@ -68,7 +68,7 @@ async def test_hartflow_status_shows_the_chain_of_a_live_run(
         async with running_worker(client, config):
             handle = await start_run(client, config, "pick", model=write_script(home, [ask]))
             assert (await settle(handle)).status == "awaiting_input"
-            code = await asyncio.to_thread(run_command, ["status", handle.id.removeprefix("hartflow-"), "--json"])
+            code = await asyncio.to_thread(run_command, ["status", handle.id.rpartition(":")[2], "--json"])
             status = json.loads(capsys.readouterr().out)
             await handle.cancel()
             with pytest.raises(WorkflowFailureError):

@@ -122,7 +122,7 @@ async def llm_retry_events(handle: WorkflowHandle[Any, Any]) -> list[dict[str, A
 
 def ai_messages(home: Path, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
     """The AI messages of the run's thread, as committed to the thread store."""
-    thread_id = handle.id.removeprefix("hartflow-")
+    thread_id = handle.id.rpartition(":")[2]
     messages = thread_state(home, thread_id)["messages"]
     return [m for m in messages if m["type"] == "ai"]
 

@@ -538,7 +538,7 @@ async def test_a_closed_breaker_is_consulted_once_and_never_told_about_healthy_c
         (LLM_BREAKER_CHECK, "LLMErrorHandling.wrap_model_call · circuit check")
     ]
     check = ctx.calls[0][1]
-    assert (check.model, check.holder) == ("openai:gpt-4o-mini", "hartflow-thread-1/run-1/turn-0")
+    assert (check.model, check.holder) == ("openai:gpt-4o-mini", "hartflow:default:thread-1/run-1/turn-0")
     assert check.probe_lease_seconds == 600 * 3 + 8 * 2
 
 

@@ -107,7 +107,7 @@ async def test_the_run_enqueues_its_conversation_under_its_user() -> None:
     [enqueued] = queue.inputs
     assert enqueued.user_id == "alice"
     item = enqueued.item
-    assert (item.id, item.thread_id) == ("hartflow-thread-1/run-1", "thread-1")
+    assert (item.id, item.thread_id) == ("hartflow:alice:thread-1/run-1", "thread-1")
     assert [m.id for m in item.messages] == ["X__user", "a2", "h2", "reply", "h4", "a5"]
     assert item.settings == MemoryUpdateSettings(model="scripted:unused", debounce_seconds=2)
 

@@ -116,7 +116,7 @@ def assert_secret_nowhere(events: list[Any], home: Path, logs: pytest.LogCapture
 
 
 def ai_messages(home: Path, handle: WorkflowHandle[Any, Any]) -> list[dict[str, Any]]:
-    state = thread_state(home, handle.id.removeprefix("hartflow-"))
+    state = thread_state(home, handle.id.rpartition(":")[2])
     return [m for m in state["messages"] if m["type"] == "ai"]
 
 

@@ -186,7 +186,7 @@ class StubRunContext(RunContext):
         super().__init__(
             thread=ThreadRef(user_id, thread_id),
             run_id="run-1",
-            workflow_id=run_workflow_id(user_id, thread_id),
+            workflow_id=f"hartflow:{user_id}:{thread_id}",  # unchecked: stubbed hooks may be handed a bad id
             model="scripted:unused",
             settings=settings or RunSettings(),
         )

@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -153,3 +154,61 @@ def s3_storage_settings(server: S3Server, bucket: str, prefix: str = "hartflow/"
             "connect_timeout_seconds": 2,
         },
     }
+
+
+class StallingS3Proxy:
+    """A loopback proxy to a real S3 server that holds back every request whose request line contains ``stall``
+    (and whatever follows it on that connection) until :meth:`release`: a store that never answers one key, while
+    every other request goes through. For timeouts that must not depend on how fast the machine is. It runs its
+    own event loop on a thread, so the test's blocking storage calls (boto3) never stall it."""
+
+    def __init__(self, server: S3Server, stall: bytes) -> None:
+        self._target = server.ports["s3"]
+        self._stall = stall
+        self._loop = asyncio.new_event_loop()
+        self._released = asyncio.Event()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="stalling-s3-proxy", daemon=True)
+        self._server: asyncio.Server | None = None
+        self.stalled = 0
+        self.port = 0
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> StallingS3Proxy:
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._serve, "127.0.0.1", 0), self._loop
+        ).result()
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.release()
+        assert self._server is not None
+        self._loop.call_soon_threadsafe(self._server.close)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+
+    def release(self) -> None:
+        self._loop.call_soon_threadsafe(self._released.set)
+
+    async def _serve(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self._target)
+        await asyncio.gather(
+            self._pipe(client_reader, upstream_writer, inspect=True),
+            self._pipe(upstream_reader, client_writer, inspect=False),
+            return_exceptions=True,
+        )
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, inspect: bool) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                if inspect and self._stall in chunk and not self._released.is_set():
+                    self.stalled += 1
+                    await self._released.wait()
+                writer.write(chunk)
+                await writer.drain()
+        finally:
+            writer.close()
