@@ -503,10 +503,11 @@ class Walker:
         self.restore_bob(after)
 
 
-    async def walk_cli(self, capsys: pytest.CaptureFixture[str], home: Path) -> None:
+    async def walk_cli(self, capsys: pytest.CaptureFixture[str], home: Path, storage: dict[str, Any]) -> None:
         """Every thread command of the CLI as bob (his own config: same storage, Temporal and task queue)."""
         config_file = home.parent / "bob.yaml"
         dumped = self.config.model_dump(mode="json", exclude_none=True)
+        dumped["storage"].update(storage)  # a dump masks the S3 secret
         config_file.write_text(json.dumps({**dumped, "user_id": "bob"}), encoding="utf-8")
         upload = home.parent / UPLOAD
         upload.write_text("bob's brief")
@@ -564,6 +565,7 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
     secret: str,
     tmp_path: Path,
     home: Path,
+    storage_backend: dict[str, Any],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     routes = app_routes(api_config, client)
@@ -589,7 +591,7 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
 
         walker = Walker(api_config, client, url, alice, secret)
         await walker.walk("none", routes)
-        await walker.walk_cli(capsys, home)
+        await walker.walk_cli(capsys, home, storage_backend)
         await walker.give_bob_his_own_threads()
         await walker.walk("own", routes)
 
