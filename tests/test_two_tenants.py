@@ -66,7 +66,8 @@ ARTIFACT = "report.md"
 
 @dataclass(frozen=True)
 class Ids:
-    """The ids a request names: alice's, or the control's (ids nobody has)."""
+    """The ids a request names: alice's, or the control's (ids nobody has; the checkpoint and file names are
+    alice's on both, as names a thread nobody has does not have either)."""
 
     thread_id: str
     run_ids: tuple[str, ...]
@@ -102,8 +103,10 @@ def run_bodies(ids: Ids) -> list[Req]:
     ]
 
 
-CREATES_RUN = "a run on a thread id the caller has not used, with if_not_exists: create, creates the caller's own " \
-    "thread of that name (thread ids are per user), and its workflow is hartflow:{caller}:{thread}"
+CREATES_RUN = (
+    "a run on a thread id the caller has not used, with if_not_exists: create, creates the caller's own thread of "
+    "that name (thread ids are per user), and its workflow is hartflow:{caller}:{thread}"
+)
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,6 @@ ROUTES: dict[tuple[str, str], Walk] = {
     ),
 }
 """Every route of the app (without its prefix), classified. A route missing here fails the test."""
-
 
 
 @dataclass(frozen=True)
@@ -502,7 +504,6 @@ class Walker:
             assert not changed, f"{what} wrote for a thread bob does not have: {sorted(changed)}"
         self.restore_bob(after)
 
-
     async def walk_cli(self, capsys: pytest.CaptureFixture[str], home: Path, storage: dict[str, Any]) -> None:
         """Every thread command of the CLI as bob (his own config: same storage, Temporal and task queue)."""
         config_file = home.parent / "bob.yaml"
@@ -599,6 +600,9 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         assert contents(store, alices_keys) == alices_bytes
         assert await workflow(client, alices_workflow) == alices_run
         assert await workflow(client, legacy_run_workflow_id(alice.thread_id)) is None
+        queue = f'TaskQueue = "{api_config.temporal.task_queue}"'
+        started = {execution.id async for execution in client.list_workflows(queue)}
+        assert {i for i in started if not i.startswith("hartflow:bob:")} == {alices_workflow}, "only bob's workflows"
         async with http(url, "alice") as api:
             assert await alices_views(api, alice.thread_id) == alice.views
             final = await api.post(f"/threads/{alice.thread_id}/runs/wait", json={"command": {"resume": "blue"}})
