@@ -9,6 +9,7 @@ from typing import Any
 
 from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, WorkflowQueryRejectedError
 
+from activities.paths import InvalidIdError, validate_user_id
 from activities.thread_files import ThreadFiles
 from vocabulary.messages import message_text
 from vocabulary.text import model_label
@@ -136,8 +137,15 @@ async def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _runs_query(config: HartflowConfig, status: str | None, thread: str | None) -> str:
-    """A visibility query over hartflow runs; ids are validated first, so they cannot break out of the quotes."""
-    clauses = [f'WorkflowType = "{WORKFLOW_NAME}"', 'ExecutionStatus != "ContinuedAsNew"']
+    """A visibility query over the config's user's hartflow runs (as ``threads list`` lists only his threads:
+    another user's thread ids, statuses and models are his); ids are validated first, so they cannot break out
+    of the quotes."""
+    try:
+        user_id = validate_user_id(config.user_id)
+    except InvalidIdError as exc:
+        raise BadInput(str(exc)) from None
+    clauses = [f'WorkflowType = "{WORKFLOW_NAME}"', 'ExecutionStatus != "ContinuedAsNew"',
+               f'{sa.USER_ID.name} = "{user_id}"']
     if status:
         clauses.append(f'{sa.STATUS.name} = "{status}"')
     if thread:

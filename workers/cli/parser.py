@@ -80,7 +80,7 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "runs",
         cmd_runs,
-        "list runs (the Temporal visibility API)",
+        "list your runs (the config's user_id; the Temporal visibility API)",
         (
             arg("--status", choices=list(get_args(RunStatus)), help="only runs in this status"),
             arg("--thread", metavar="ID", help="only runs of this thread"),

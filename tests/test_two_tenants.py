@@ -1,0 +1,612 @@
+"""Every route and every thread command of the CLI, walked as the wrong user.
+
+Alice builds a rich thread (metadata, an upload, a completed run that left a file in outputs, memory, and a second
+run paused on a clarification: an interrupt, run records, state history, stored payloads). Then bob sends every
+route of the app (read from ``create_app(...).routes`` at both prefixes, so a route added later is walked too)
+with alice's thread id, run ids, checkpoint and file names, and bodies that would be valid for alice; and the
+thread commands of the CLI with a config of his own (``user_id: bob``) on the same storage and Temporal.
+
+Bob must not read, change, delete, block or detect anything of alice's (issue 24's "done when"):
+
+* **read**: no response or command output of bob's carries anything of alice's (a secret in all she wrote, her run
+  ids);
+* **detect**: bob gets exactly what he gets for a thread id nobody has: every request is sent twice, once with
+  alice's ids and once with ids nobody has (a *control*), and the answers must agree (the status; for a refusal
+  the whole body, ids swapped). Bob's own state on the two ids is kept the same, so any difference is alice's;
+* **change, delete**: every key of the store that is not bob's is unchanged after every request (its etag is a
+  digest on S3, ``mtime-size`` on the filesystem), alice's workflow has the same run and history length, and at
+  the end her thread, state, history, runs and every stored byte are what they were;
+* **block**: alice's paused run still takes her answer afterwards and completes.
+
+The walk runs twice: while bob has no thread of alice's name (phase ``none``), and while he has his own thread of
+that name with an upload and a completed run (phase ``own``). A request that creates bob's own thread of the name
+is allowed only for the routes of :data:`ROUTES` with a reason; while bob has no such thread, any other route must
+refuse (4xx) and write nothing at all. Bob's side is restored after every request, so each starts from the phase's
+state. Real server, worker, Temporal and storage (both backends); the model is scripted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.routing import iter_route_contexts
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.memory_store import empty_memory, save_memory
+from activities.storage import ObjectStore
+from activities.storage.payloads import encode_segment
+from tests.support import answer, ask_clarification, calls, make_config, running_worker, tool_call, unique, write_script
+from tests.support.inprocess_api import serving_api
+from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
+from workers.api.app import PREFIXES, create_app
+from workers.cli import run_command
+from workers.cli.parser import COMMANDS
+from workers.config import HartflowConfig, open_object_store
+from workers.worker import connect
+
+TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
+UPLOAD = "brief.txt"
+ARTIFACT = "report.md"
+
+
+# -- what bob sends ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ids:
+    """The ids a request names: alice's, or the control's (ids nobody has; the checkpoint and file names are
+    alice's on both, as names a thread nobody has does not have either)."""
+
+    thread_id: str
+    run_ids: tuple[str, ...]
+    checkpoint_id: str
+
+
+@dataclass(frozen=True)
+class Req:
+    """One request: path parameters beyond ``thread_id``, and what it sends."""
+
+    path: dict[str, str] = field(default_factory=dict)
+    json: Any = None
+    files: list[tuple[str, tuple[str, bytes]]] | None = None
+    params: dict[str, str] | None = None
+    headers: dict[str, str] | None = None
+
+
+def message(text: str) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": text}]}
+
+
+def per_run(ids: Ids, **options: Any) -> list[Req]:
+    return [Req(path={"run_id": run_id}, **options) for run_id in ids.run_ids]
+
+
+def run_bodies(ids: Ids) -> list[Req]:
+    """What alice may send to her paused thread: the answer as a command, or as a message (which on a thread
+    nobody has creates it, ``if_not_exists: create``)."""
+    return [
+        Req(json={"assistant_id": "hartflow", "command": {"resume": "blue"}}),
+        Req(json={"assistant_id": "hartflow", "input": message("blue"), "if_not_exists": "create"}),
+        Req(json={"assistant_id": "hartflow", "input": message("blue")}),
+    ]
+
+
+CREATES_RUN = (
+    "a run on a thread id the caller has not used, with if_not_exists: create, creates the caller's own thread of "
+    "that name (thread ids are per user), and its workflow is hartflow:{caller}:{thread}"
+)
+
+
+@dataclass(frozen=True)
+class Walk:
+    """How a route is walked: the requests bob sends, and why (if at all) one may create bob's own thread of
+    alice's thread id while he has none."""
+
+    requests: Callable[[Ids], list[Req]]
+    creates_own: str | None = None
+
+
+ROUTES: dict[tuple[str, str], Walk] = {
+    ("GET", "/ok"): Walk(lambda ids: [Req()]),
+    ("GET", "/info"): Walk(lambda ids: [Req()]),
+    ("GET", "/models"): Walk(lambda ids: [Req()]),
+    ("POST", "/assistants/search"): Walk(lambda ids: [Req(json={"graph_id": "hartflow"})]),
+    ("GET", "/assistants/{assistant_id}"): Walk(lambda ids: [Req(path={"assistant_id": "hartflow"})]),
+    ("POST", "/threads"): Walk(
+        lambda ids: [
+            Req(json={"thread_id": ids.thread_id, "metadata": {"owner": "bob"}}),
+            Req(json={"thread_id": ids.thread_id, "if_exists": "do_nothing"}),
+        ],
+        creates_own="a thread id names one of the caller's own threads: DeerFlow's frontend picks the id of a new "
+        "chat itself, so any id is free for anyone",
+    ),
+    ("POST", "/threads/search"): Walk(
+        lambda ids: [Req(json={"ids": [ids.thread_id]}), Req(json={"metadata": {"owner": "alice"}}), Req(json={})]
+    ),
+    ("GET", "/threads/{thread_id}"): Walk(lambda ids: [Req()]),
+    ("PATCH", "/threads/{thread_id}"): Walk(lambda ids: [Req(json={"metadata": {"owner": "bob"}})]),
+    ("DELETE", "/threads/{thread_id}"): Walk(lambda ids: [Req()]),
+    ("GET", "/threads/{thread_id}/state"): Walk(lambda ids: [Req()]),
+    ("GET", "/threads/{thread_id}/state/{checkpoint_id}"): Walk(
+        lambda ids: [Req(path={"checkpoint_id": ids.checkpoint_id}), Req(path={"checkpoint_id": "v1"})]
+    ),
+    ("POST", "/threads/{thread_id}/history"): Walk(lambda ids: [Req(json={"limit": 10})]),
+    ("POST", "/threads/{thread_id}/runs"): Walk(run_bodies, creates_own=CREATES_RUN),
+    ("POST", "/threads/{thread_id}/runs/stream"): Walk(run_bodies, creates_own=CREATES_RUN),
+    ("POST", "/threads/{thread_id}/runs/wait"): Walk(run_bodies, creates_own=CREATES_RUN),
+    ("GET", "/threads/{thread_id}/runs"): Walk(lambda ids: [Req(), Req(params={"status": "success", "limit": "5"})]),
+    ("GET", "/threads/{thread_id}/runs/{run_id}"): Walk(per_run),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/join"): Walk(per_run),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/stream"): Walk(
+        lambda ids: per_run(ids) + per_run(ids, headers={"Last-Event-ID": "0-0"})
+    ),
+    ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"): Walk(
+        lambda ids: per_run(ids) + per_run(ids, params={"wait": "true"})
+    ),
+    ("POST", "/threads/{thread_id}/uploads"): Walk(
+        lambda ids: [Req(files=[("files", (UPLOAD, b"bob's brief")), ("files", ("other.txt", b"bob's other"))])],
+        creates_own="uploads may precede the thread (DeerFlow's frontend uploads a new chat's files first): they "
+        "go to the caller's own thread of that name",
+    ),
+    ("GET", "/threads/{thread_id}/uploads/list"): Walk(lambda ids: [Req()]),
+    ("DELETE", "/threads/{thread_id}/uploads/{name}"): Walk(lambda ids: [Req(path={"name": UPLOAD})]),
+    ("GET", "/threads/{thread_id}/artifacts/{path:path}"): Walk(
+        lambda ids: [
+            Req(path={"path": f"mnt/user-data/outputs/{ARTIFACT}"}),
+            Req(path={"path": ARTIFACT}, params={"download": "true"}),
+        ]
+    ),
+}
+"""Every route of the app (without its prefix), classified. A route missing here fails the test."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """How a CLI command is walked: the argument lists bob runs for a thread id (and a file he uploads), why one
+    may create bob's own thread of alice's id, or why the command is not walked at all."""
+
+    argvs: Callable[[str, Path], list[list[str]]] | None = None
+    creates_own: str | None = None
+    not_walked: str | None = None
+
+
+CLI: dict[str, Command] = {
+    "run": Command(
+        lambda thread, _: [["run", "hello", "--thread", thread, "--detach", "--json"]],
+        creates_own="a run on a thread id the user has not used starts his own thread of that name "
+        "(hartflow:{user}:{thread})",
+    ),
+    "upload": Command(
+        lambda thread, file: [["upload", thread, str(file), "--json"]],
+        creates_own="uploads go to the user's own thread of that name, as before its first run",
+    ),
+    "reply": Command(
+        lambda thread, _: [
+            ["reply", thread, "blue", "--json"],
+            ["reply", thread, "--option", "2", "--json"],
+            ["reply", thread, "blue", "--signal", "--json"],
+        ]
+    ),
+    "cancel": Command(lambda thread, _: [["cancel", thread, "--json"]]),
+    "status": Command(lambda thread, _: [["status", thread, "--json"]]),
+    "state": Command(lambda thread, _: [["state", thread, "--json"]]),
+    "events": Command(lambda thread, _: [["events", thread], ["events", thread, "--follow"]]),
+    "runs": Command(
+        lambda thread, _: [["runs", "--thread", thread, "--json"], ["runs", "--status", "awaiting_input", "--json"]]
+    ),
+    "threads": Command(
+        lambda thread, _: [["threads", "delete", thread, "--yes", "--json"], ["threads", "list", "--json"]]
+    ),
+    "worker": Command(not_walked="a process serving the task queue: names no thread, reads no user's data"),
+    "dev": Command(not_walked="the embedded stack in the foreground: names no thread"),
+    "serve": Command(not_walked="the API: every route of it is walked above"),
+    "demo": Command(not_walked="a scripted run on a new thread of its own, of the config's user"),
+    "sandboxes": Command(not_walked="Kubernetes pods (an operator's command): no thread data"),
+    "skills": Command(not_walked="the skills folder of the installation: no user's data"),
+    "tools": Command(not_walked="the tools a run gets: no user's data"),
+}
+"""Every command of the CLI (``workers/cli/parser.py``), classified. A command missing here fails the test."""
+
+
+_PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def app_routes(config: HartflowConfig, client: Client) -> list[tuple[str, str, str]]:
+    """(method, path with its prefix, path without it) of every route the app serves."""
+    found = []
+    # FastAPI keeps included routers as such in ``app.routes``: iter_route_contexts flattens them, prefixes on.
+    for route in iter_route_contexts(create_app(config, client).routes):
+        path, methods = route.path, route.methods
+        assert path is not None and methods is not None, f"a route of no path or method: {route}"
+        prefix = next(p for p in sorted(PREFIXES, key=len, reverse=True) if path.startswith(p + "/"))
+        for method in sorted(methods - {"HEAD"}):
+            found.append((method, path, path[len(prefix) :]))
+    return found
+
+
+def fill(template: str, ids: Ids, req: Req) -> str:
+    values = {"thread_id": ids.thread_id, **req.path}
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        assert name in values, f"no value for {{{name}}} in {template}: say in ROUTES what bob sends"
+        return values[name]
+
+    return _PARAM.sub(value, template)
+
+
+# -- the world ----------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["filesystem", "s3"])
+def storage_backend(request: pytest.FixtureRequest) -> dict[str, Any]:
+    if request.param == "s3":
+        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
+        return overrides
+    return {"backend": "filesystem"}
+
+
+@pytest.fixture
+def secret() -> str:
+    """In everything alice writes: no answer to bob may contain it."""
+    return unique("alicesecret")
+
+
+@pytest.fixture
+def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any], tmp_path: Path) -> HartflowConfig:
+    tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
+    return make_config(
+        home,
+        temporal_address,
+        model=write_script(tmp_path, [answer("fine")]),  # what a run without a model_name gets: bob's runs
+        storage={**storage_backend, "payload_threshold_bytes": 1024},  # most payloads in storage, none lost
+        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True},
+        # No memory extraction: it would change alice's memory while bob walks. Injection stays on, so a run of
+        # bob's would show alice's memory if it read hers.
+        run={"middlewares": {"memory": {"enabled": False}}},
+    )
+
+
+def http(url: str, user: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=60)
+
+
+def is_bobs(key: str) -> bool:
+    """A key bob's requests may create or change: his user folder, the payloads of his own workflows."""
+    return key.startswith("users/bob/") or f"/wi/{encode_segment('hartflow:bob:')}" in key
+
+
+def keys(store: ObjectStore) -> dict[str, str]:
+    """Every key of the store with its etag."""
+    return {info.key: info.etag for prefix in ("users/", "payloads/") for info in store.list(prefix)}
+
+
+def contents(store: ObjectStore, of: dict[str, str]) -> dict[str, bytes | None]:
+    return {key: store.get(key) for key in of}
+
+
+async def workflow(client: Client, workflow_id: str) -> tuple[str, str, int] | None:
+    """(run id, status, history length) of the workflow's latest run; ``None`` when there is none."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as exc:
+        if exc.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    assert described.status is not None
+    return described.run_id, described.status.name, described.history_length
+
+
+async def closed(client: Client, workflow_id: str) -> None:
+    """Wait until bob's workflow of that id (if any) is closed: his runs only answer, so each one ends."""
+    if (found := await workflow(client, workflow_id)) is not None and found[1] == "RUNNING":
+        with contextlib.suppress(WorkflowFailureError):
+            await client.get_workflow_handle(workflow_id).result()
+
+
+@dataclass
+class Alice:
+    thread_id: str
+    run_ids: tuple[str, str]
+    checkpoint_id: str
+    views: dict[str, Any]
+    workflow_run_ids: set[str]
+    """Temporal's run ids of her thread's workflow."""
+
+
+async def alices_views(api: httpx.AsyncClient, thread_id: str) -> dict[str, Any]:
+    """What alice sees of her thread through the API."""
+    views = {}
+    for name, request in {
+        "thread": api.get(f"/threads/{thread_id}"),
+        "state": api.get(f"/threads/{thread_id}/state"),
+        "history": api.post(f"/threads/{thread_id}/history", json={"limit": 100}),
+        "runs": api.get(f"/threads/{thread_id}/runs", params={"limit": 100}),
+        "uploads": api.get(f"/threads/{thread_id}/uploads/list"),
+        "artifact": api.get(f"/threads/{thread_id}/artifacts/{ARTIFACT}"),
+    }.items():
+        response = await request
+        assert response.status_code == 200, (name, response.text)
+        views[name] = response.text
+    return views
+
+
+async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp_path: Path) -> Alice:
+    write_report = write_script(
+        tmp_path,
+        [
+            calls(tool_call("write_file", path=f"/mnt/user-data/outputs/{ARTIFACT}", content=f"{secret} report")),
+            answer(f"{secret} the report is in outputs"),
+        ],
+    )
+    ask = write_script(tmp_path, [ask_clarification(f"{secret} which colour?", options=["red", "blue"]),
+                                  answer(f"{secret} all blue")])
+    memory = empty_memory()
+    memory["user"]["workContext"]["summary"] = f"{secret} works on the quarterly report"
+    save_memory(open_object_store(config), "alice", memory)
+    async with http(url, "alice") as api:
+        created = await api.post("/threads", json={"metadata": {"owner": "alice", "secret": secret}})
+        thread_id = created.json()["thread_id"]
+        sent = await api.post(f"/threads/{thread_id}/uploads", files={"files": (UPLOAD, f"{secret} brief".encode())})
+        assert sent.status_code == 200, sent.text
+        run_ids = []
+        for text, model in ((f"{secret} write the report", write_report), (f"{secret} paint it", ask)):
+            done = await api.post(f"/threads/{thread_id}/runs/wait",
+                                  json={"input": message(text), "context": {"model_name": model}})
+            assert done.status_code == 200, done.text
+            run_ids.append(done.headers["content-location"].rsplit("/", 1)[1])
+        state = (await api.get(f"/threads/{thread_id}/state")).json()
+        assert state["next"] == ["ask_clarification"], "alice's second run is paused on her clarification"
+        views = await alices_views(api, thread_id)
+    assert f"{secret} report" in views["artifact"]
+    store = open_object_store(config)
+    runs = store.list(f"users/alice/threads/{thread_id}/api/runs/")
+    records = [json.loads(store.get(info.key) or b"{}") for info in runs]
+    return Alice(thread_id, (run_ids[0], run_ids[1]), state["checkpoint"]["checkpoint_id"], views,
+                 {record["workflow_run_id"] for record in records})
+
+
+# -- the walk -----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Sent:
+    method: str
+    path: str
+    status: int
+    text: str
+
+
+async def send(api: httpx.AsyncClient, method: str, template: str, ids: Ids, req: Req) -> Sent:
+    path = fill(template, ids, req)
+    response = await api.request(method, path, json=req.json, files=req.files, params=req.params,
+                                 headers=req.headers)
+    headers = "\n".join(f"{k}: {v}" for k, v in response.headers.items())
+    return Sent(method, path, response.status_code, f"{headers}\n\n{response.text}")
+
+
+class Walker:
+    """Bob's side of the walk: his state on alice's thread id and on the control's kept alike, and restored after
+    every request; alice's keys and workflow checked after every request."""
+
+    def __init__(self, config: HartflowConfig, client: Client, url: str, alice: Alice, secret: str) -> None:
+        self.config = config
+        self.client = client
+        self.url = url
+        self.store = open_object_store(config)
+        self.alice = alice
+        self.secret = secret
+        self.alice_ids = Ids(alice.thread_id, alice.run_ids, alice.checkpoint_id)
+        self.control = Ids(unique("nobodys"), (str(uuid.uuid4()), str(uuid.uuid4())), alice.checkpoint_id)
+        self.alices_workflow = run_workflow_id("alice", alice.thread_id)
+        self.bobs_baseline: dict[str, bytes] = {}
+        self.listing: dict[str, str] = {}
+        """Every key of the store with its etag, as the next request finds it."""
+        self.walked = 0
+        self.alices_strings = [secret, *alice.run_ids, *alice.workflow_run_ids, "hartflow:alice:"]
+
+    def refusal(self, sent: Sent, *, alices: bool) -> str:
+        """What a refusal says, to compare the two: alice's ids in it replaced by the control's, and any other id
+        (bob's own runs, which differ between the two threads) by a placeholder."""
+        text = sent.text.split("\n\n", 1)[1] if sent.method != "hartflow" else sent.text
+        if alices:
+            text = text.replace(self.alice.thread_id, self.control.thread_id)
+            for mine, theirs in zip(self.alice.run_ids, self.control.run_ids, strict=True):
+                text = text.replace(mine, theirs)
+        named = {self.control.thread_id, *self.control.run_ids}
+        return _UUID.sub(lambda match: match.group() if match.group() in named else "<id>", text)
+
+    def assert_nothing_of_alices(self, what: str, sent: Sent) -> None:
+        """Nothing alice wrote, none of her ids bob did not name himself."""
+        for text in (t for t in self.alices_strings if t not in sent.path):  # bob may hear the id he named
+            assert text not in sent.text, f"{what} shows alice's {text}:\n{sent.text}"
+
+    def bobs(self, listing: dict[str, str]) -> dict[str, str]:
+        return {key: etag for key, etag in listing.items() if key.startswith("users/bob/")}
+
+    async def settle_bob(self) -> None:
+        await asyncio.gather(*(closed(self.client, run_workflow_id("bob", ids.thread_id))
+                               for ids in (self.alice_ids, self.control)))
+
+    def restore_bob(self, listing: dict[str, str]) -> None:
+        """Bob's folder as the phase began (his workflows stay: they are alike on both ids)."""
+        if self.bobs(listing) == self.bobs(self.listing):
+            self.listing = listing
+            return
+        self.store.delete_prefix("users/bob/")
+        for key, data in self.bobs_baseline.items():
+            self.store.put(key, data)
+        self.listing = keys(self.store)
+
+    async def give_bob_his_own_threads(self) -> None:
+        """Phase ``own``: bob's own thread of alice's name (and of the control's), with an upload and a run."""
+        async with http(self.url, "bob") as api:
+            for ids in (self.alice_ids, self.control):
+                made = await api.post("/threads", json={"thread_id": ids.thread_id, "metadata": {"owner": "bob"}})
+                assert made.status_code == 200, made.text
+                sent = await api.post(f"/threads/{ids.thread_id}/uploads", files={"files": (UPLOAD, b"bob's")})
+                assert sent.status_code == 200, sent.text
+                ran = await api.post(f"/threads/{ids.thread_id}/runs/wait", json={"input": message("hi")})
+                assert ran.status_code == 200 and self.secret not in ran.text, ran.text
+        await self.settle_bob()
+        self.bobs_baseline = {info.key: self.store.get(info.key) or b"" for info in self.store.list("users/bob/")}
+        self.listing = keys(self.store)
+
+    async def walk(self, phase: str, routes: list[tuple[str, str, str]]) -> None:
+        self.listing = keys(self.store)
+        async with http(self.url, "bob") as api:
+            for method, template, bare in routes:
+                walk = ROUTES[(method, bare)]
+                for alices, controls in zip(walk.requests(self.alice_ids), walk.requests(self.control), strict=True):
+                    await self.one(api, phase, method, template, walk, alices, controls)
+
+    async def one(self, api: httpx.AsyncClient, phase: str, method: str, template: str, walk: Walk,
+                  alices: Req, controls: Req) -> None:
+        before = self.listing
+        alices_run = await workflow(self.client, self.alices_workflow)
+        on_alices, on_control = await asyncio.gather(
+            send(api, method, template, self.alice_ids, alices), send(api, method, template, self.control, controls)
+        )
+        await self.settle_bob()
+        after = keys(self.store)
+        what = f"[{phase}] bob's {method} {on_alices.path}"
+        self.walked += 1
+
+        for sent in (on_alices, on_control):
+            assert sent.status < 500, f"{what}: {sent.status}\n{sent.text}"
+        self.assert_nothing_of_alices(what, on_alices)
+        assert on_alices.status == on_control.status, (
+            f"{what}: {on_alices.status}, but {on_control.status} on a thread nobody has: alice's is detected\n"
+            f"{on_alices.text}\n---\n{on_control.text}"
+        )
+        if not 200 <= on_alices.status < 300:
+            assert self.refusal(on_alices, alices=True) == self.refusal(on_control, alices=False), what
+        changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+        assert all(is_bobs(key) for key in changed), f"{what} changed keys that are not bob's: {sorted(changed)}"
+        assert await workflow(self.client, self.alices_workflow) == alices_run, f"{what} touched alice's workflow"
+        if phase == "none" and walk.creates_own is None:
+            assert not 200 <= on_alices.status < 300 or "{thread_id}" not in template, (
+                f"{what} answered {on_alices.status} for a thread bob does not have:\n{on_alices.text}"
+            )
+            assert not changed, f"{what} wrote for a thread bob does not have: {sorted(changed)}"
+        self.restore_bob(after)
+
+    async def walk_cli(self, capsys: pytest.CaptureFixture[str], home: Path, storage: dict[str, Any]) -> None:
+        """Every thread command of the CLI as bob (his own config: same storage, Temporal and task queue)."""
+        config_file = home.parent / "bob.yaml"
+        dumped = self.config.model_dump(mode="json", exclude_none=True)
+        dumped["storage"].update(storage)  # a dump masks the S3 secret
+        config_file.write_text(json.dumps({**dumped, "user_id": "bob"}), encoding="utf-8")
+        upload = home.parent / UPLOAD
+        upload.write_text("bob's brief")
+        self.listing = keys(self.store)
+        for command in CLI.values():
+            if command.argvs is None:
+                continue
+            pairs = zip(command.argvs(self.alice.thread_id, upload), command.argvs(self.control.thread_id, upload),
+                        strict=True)
+            for alices, controls in pairs:
+                before = self.listing
+                alices_run = await workflow(self.client, self.alices_workflow)
+                on_alices = await self.hartflow(capsys, config_file, alices)
+                on_control = await self.hartflow(capsys, config_file, controls)
+                await self.settle_bob()
+                after = keys(self.store)
+                what = f"bob's hartflow {on_alices.path}"
+                self.walked += 1
+                self.assert_nothing_of_alices(what, on_alices)
+                assert on_alices.status == on_control.status, (
+                    f"{what}: exit {on_alices.status}, but {on_control.status} on a thread nobody has: alice's is "
+                    f"detected\n{on_alices.text}\n---\n{on_control.text}"
+                )
+                if on_alices.status != 0:
+                    assert self.refusal(on_alices, alices=True) == self.refusal(on_control, alices=False), what
+                changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+                assert all(is_bobs(k) for k in changed), f"{what} changed keys that are not bob's: {sorted(changed)}"
+                if command.creates_own is None:
+                    assert after.keys() <= before.keys(), f"{what} wrote for a thread bob does not have"
+                assert await workflow(self.client, self.alices_workflow) == alices_run, f"{what} touched alice's run"
+                self.restore_bob(after)
+
+    async def hartflow(self, capsys: pytest.CaptureFixture[str], config_file: Path, argv: list[str]) -> Sent:
+        """One CLI command in this process (``run_command``, as ``hartflow`` runs it): its exit code and output."""
+        capsys.readouterr()
+        code = await asyncio.to_thread(run_command, [*argv, "--config", str(config_file)])
+        out = capsys.readouterr()
+        errors = "\n".join(line for line in out.err.splitlines() if line.startswith("hartflow: "))
+        return Sent("hartflow", " ".join(argv), code, f"{out.out}\n{errors}" if code else out.out + out.err)
+
+
+async def visible(client: Client, workflow_id: str) -> None:
+    """Wait until Temporal's visibility (eventually consistent) lists the workflow, so that a command reading it
+    would see alice's run if it showed other users' runs."""
+    for _ in range(200):
+        if [execution async for execution in client.list_workflows(f'WorkflowId = "{workflow_id}"')]:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"visibility never listed {workflow_id}")
+
+
+async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_thread(
+    api_config: HartflowConfig,
+    client: Client,
+    secret: str,
+    tmp_path: Path,
+    home: Path,
+    storage_backend: dict[str, Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    routes = app_routes(api_config, client)
+    unclassified = sorted({(m, bare) for m, _, bare in routes} - set(ROUTES))
+    assert not unclassified, f"routes not classified in ROUTES (say what bob sends to them): {unclassified}"
+    stale = sorted(set(ROUTES) - {(m, bare) for m, _, bare in routes})
+    assert not stale, f"ROUTES names routes the app does not serve: {stale}"
+    assert {command.name for command in COMMANDS} == set(CLI), "classify every CLI command in CLI"
+    if api_config.storage.backend != "filesystem":
+        # A prefix mounts the same handlers again: the filesystem walk takes both, this one the /api layout only.
+        routes = [route for route in routes if route[1].startswith("/api/")]
+
+    connected = await connect(api_config)  # with the config's claim check: payloads over the threshold are stored
+    async with running_worker(client, api_config), serving_api(api_config, connected) as url:
+        alice = await build_alices_thread(url, api_config, secret, tmp_path)
+        store = open_object_store(api_config)
+        alices_keys = {key: etag for key, etag in keys(store).items() if not is_bobs(key)}
+        alices_bytes = contents(store, alices_keys)
+        alices_workflow = run_workflow_id("alice", alice.thread_id)
+        alices_run = await workflow(client, alices_workflow)
+        assert alices_run is not None and alices_run[1] == "RUNNING"
+        await visible(client, alices_workflow)
+
+        walker = Walker(api_config, client, url, alice, secret)
+        await walker.walk("none", routes)
+        await walker.walk_cli(capsys, home, storage_backend)
+        await walker.give_bob_his_own_threads()
+        await walker.walk("own", routes)
+
+        assert {key for key in keys(store) if not is_bobs(key)} == alices_keys.keys()
+        assert contents(store, alices_keys) == alices_bytes
+        assert await workflow(client, alices_workflow) == alices_run
+        assert await workflow(client, legacy_run_workflow_id(alice.thread_id)) is None
+        queue = f'TaskQueue = "{api_config.temporal.task_queue}"'
+        started = {execution.id async for execution in client.list_workflows(queue)}
+        assert {i for i in started if not i.startswith("hartflow:bob:")} == {alices_workflow}, "only bob's workflows"
+        async with http(url, "alice") as api:
+            assert await alices_views(api, alice.thread_id) == alice.views
+            final = await api.post(f"/threads/{alice.thread_id}/runs/wait", json={"command": {"resume": "blue"}})
+            assert final.status_code == 200 and f"{secret} all blue" in final.text, final.text
+        assert (await client.get_workflow_handle(alices_workflow).describe()).status == (
+            WorkflowExecutionStatus.COMPLETED
+        )
