@@ -121,6 +121,7 @@ class Walk:
 ROUTES: dict[tuple[str, str], Walk] = {
     ("GET", "/ok"): Walk(lambda ids: [Req()]),
     ("GET", "/info"): Walk(lambda ids: [Req()]),
+    ("GET", "/openapi.json"): Walk(lambda ids: [Req()]),
     ("GET", "/models"): Walk(lambda ids: [Req()]),
     ("POST", "/assistants/search"): Walk(lambda ids: [Req(json={"graph_id": "hartflow"})]),
     ("GET", "/assistants/{assistant_id}"): Walk(lambda ids: [Req(path={"assistant_id": "hartflow"})]),
@@ -273,7 +274,7 @@ def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any
         temporal_address,
         model=write_script(tmp_path, [answer("fine")]),  # what a run without a model_name gets: bob's runs
         storage={**storage_backend, "payload_threshold_bytes": 1024},  # most payloads in storage, none lost
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True},
+        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
         # No memory extraction: it would change alice's memory while bob walks. Injection stays on, so a run of
         # bob's would show alice's memory if it read hers.
         run={"middlewares": {"memory": {"enabled": False}}},
