@@ -1,0 +1,33 @@
+"""A closed run's archive: its final view and whole workflow stream (``activities/run_archive.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from vocabulary.activity_ref import ActivityRef
+from vocabulary.contracts.thread import ThreadRef
+
+
+@dataclass
+class RunArchiveInput:
+    """A run that has ended, as its last activity stores it: ``view`` is its final ``RunView`` as a dict,
+    ``stream`` its whole workflow stream (every topic, offsets from ``stream.base_offset``), ``version`` the
+    thread version its final commit stored (0 for a run that commits nothing, a subagent)."""
+
+    thread: ThreadRef
+    run_id: str
+    workflow_id: str
+    view: dict[str, Any]
+    stream: WorkflowStreamState
+    version: int
+    part: int = 0
+    parts: int = 1
+    """A stream too large for one activity input goes in ``parts`` calls: parts ``0 .. parts-2`` carry a slice
+    of the stream only (``view`` empty), the last one the rest and the view (``activities/run_archive.py``)."""
+
+
+RUN_ARCHIVE = ActivityRef("run.archive", RunArchiveInput, type(None))
+"""Stores a closed run's final view and whole workflow stream (``activities/run_archive.py``)."""

@@ -1,0 +1,66 @@
+"""A thread's sandbox: acquire and release it (``activities/tools.py``), and what the sweeper sees of all of
+them (``activities/sandbox_sweeper.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from vocabulary.activity_ref import ActivityRef
+from vocabulary.contracts.thread import ThreadRef
+
+
+@dataclass
+class SandboxReleaseInput:
+    thread: ThreadRef
+    sandbox_id: str | None
+    """``None``: the sandbox the worker's provider gives this thread (a run cancelled during its first sandbox
+    call never learnt the id)."""
+
+
+@dataclass
+class SandboxAcquireInput:
+    thread: ThreadRef
+
+
+@dataclass
+class SandboxAcquireResult:
+    sandbox_id: str
+
+
+@dataclass
+class SandboxRecord:
+    """One sandbox (a Kubernetes pod) as the sweeper and ``hartflow sandboxes list`` see it."""
+
+    sandbox_id: str
+    pod: str
+    user_id: str
+    thread_id: str
+    workflow_id: str
+    """The run workflow that acquired it; empty when unknown."""
+    created_at: datetime | None
+    ready: bool
+
+
+@dataclass
+class SandboxInventory:
+    sandboxes: list[SandboxRecord]
+
+
+@dataclass
+class RunStatesInput:
+    workflow_ids: list[str]
+
+
+@dataclass
+class RunStates:
+    states: dict[str, Literal["running", "closed", "missing"]]
+    """Per workflow id: its latest execution is running, has closed, or never existed."""
+
+
+SANDBOX_ACQUIRE = ActivityRef("sandbox.acquire", SandboxAcquireInput, SandboxAcquireResult)
+SANDBOX_RELEASE = ActivityRef("sandbox.release", SandboxReleaseInput, type(None))
+SANDBOX_INVENTORY = ActivityRef("sandbox.inventory", type(None), SandboxInventory)
+"""Takes no argument: the sweeper workflow calls it without one."""
+SANDBOX_RUN_STATES = ActivityRef("sandbox.run_states", RunStatesInput, RunStates)
