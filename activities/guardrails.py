@@ -18,9 +18,9 @@ import inspect
 import json
 from typing import Any
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from vocabulary.class_path import ClassPathError, load_class_path
 from vocabulary.contracts import GUARDRAIL_EVALUATE, GuardrailDecision, GuardrailEvaluateInput, GuardrailReason
 
@@ -31,7 +31,7 @@ class GuardrailActivities:
     def __init__(self) -> None:
         self._providers: dict[str, Any] = {}
 
-    @activity.defn(name=GUARDRAIL_EVALUATE)
+    @implements(GUARDRAIL_EVALUATE)
     async def evaluate(self, input: GuardrailEvaluateInput) -> GuardrailDecision:
         provider = self._provider(input.use, input.config)
         aevaluate = getattr(provider, "aevaluate", None)

@@ -18,8 +18,7 @@ import base64
 import hashlib
 from pathlib import PurePosixPath
 
-from temporalio import activity
-
+from activities.contract import implements
 from activities.thread_files import PathEscapeError, ThreadFiles
 from vocabulary.contracts import (
     IMAGE_INSPECT,
@@ -116,7 +115,7 @@ class ImageActivities:
     def __init__(self, files: ThreadFiles) -> None:
         self._files = files
 
-    @activity.defn(name=IMAGE_INSPECT)
+    @implements(IMAGE_INSPECT)
     def inspect(self, input: ImageInspectInput) -> ImageInspectResult:
         try:
             return _inspect(self._files, input.thread, input.path)
@@ -125,6 +124,6 @@ class ImageActivities:
         except OSError as exc:
             return ImageInspectResult(error=f"Error reading image file: {type(exc).__name__}: {exc.strerror or exc}")
 
-    @activity.defn(name=IMAGE_LOAD)
+    @implements(IMAGE_LOAD)
     def load(self, input: ImageLoadInput) -> ImageLoadResult:
         return ImageLoadResult([_data_url(self._files, input.thread, image) for image in input.images])

@@ -28,6 +28,7 @@ from datetime import timedelta
 from temporalio import activity
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.contract import implements
 from vocabulary.breaker import (
     ACQUIRE_UPDATE,
     REPORT_SIGNAL,
@@ -90,7 +91,7 @@ class LlmBreakerActivities:
         if kept is not None and (query is None or kept[1] is query):
             del self._closed[model]
 
-    @activity.defn(name=LLM_BREAKER_CHECK)
+    @implements(LLM_BREAKER_CHECK)
     async def check(self, input: BreakerCheckInput) -> BreakerCheckResult:
         handle = activity.client().get_workflow_handle(breaker_workflow_id(input.model))
         try:
@@ -121,7 +122,7 @@ class LlmBreakerActivities:
             retry_in_seconds=retry_in,
         )
 
-    @activity.defn(name=LLM_BREAKER_REPORT)
+    @implements(LLM_BREAKER_REPORT)
     async def report(self, input: BreakerReportInput) -> None:
         model = input.model
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.contract import implements
 from vocabulary.contracts import (
     MEMORY_ENQUEUE,
     MEMORY_ENQUEUE_SIGNAL,
@@ -20,7 +21,7 @@ from vocabulary.contracts import (
 
 
 class MemoryQueueActivities:
-    @activity.defn(name=MEMORY_ENQUEUE)
+    @implements(MEMORY_ENQUEUE)
     async def enqueue(self, input: MemoryEnqueueInput) -> None:
         await activity.client().start_workflow(
             MEMORY_WORKFLOW,

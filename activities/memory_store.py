@@ -26,6 +26,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.storage import ObjectStore, StorageError, activity_errors
 from vocabulary.contracts import (
     MEMORY_LOAD,
@@ -176,7 +177,7 @@ class MemoryActivities:
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
 
-    @activity.defn(name=MEMORY_LOAD)
+    @implements(MEMORY_LOAD)
     def load(self, input: MemoryLoadInput) -> MemoryContext:
         """The user's memory formatted for injection; empty (nothing to inject) when unreadable, as in DeerFlow."""
         try:
@@ -186,7 +187,7 @@ class MemoryActivities:
             return MemoryContext("")
         return MemoryContext(format_memory_for_injection(memory, input.max_tokens))
 
-    @activity.defn(name=MEMORY_READ)
+    @implements(MEMORY_READ)
     def read(self, input: MemoryReadInput) -> MemoryDocument:
         """The raw document, for the memory workflow's update. A corrupt file fails the update for good rather
         than being overwritten by one built from scratch."""
@@ -196,7 +197,7 @@ class MemoryActivities:
         except MemoryStoreError as exc:
             raise ApplicationError(str(exc), type="MemoryStoreError", non_retryable=True) from exc
 
-    @activity.defn(name=MEMORY_SAVE)
+    @implements(MEMORY_SAVE)
     def save(self, input: MemorySaveInput) -> None:
         with activity_errors():
             save_memory(self._store, input.user_id, input.data)

@@ -26,6 +26,7 @@ from langchain_core.runnables import Runnable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
 from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, redact
@@ -80,7 +81,7 @@ class ModelActivities:
         self._transcripts = TranscriptStore(store) if store is not None else None
         self._catalog = ModelCatalog(models, environ)
 
-    @activity.defn(name=MODEL_INVOKE)
+    @implements(MODEL_INVOKE)
     async def invoke(self, input: ModelCallInput) -> AIMessage:
         """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
         info = activity.info()

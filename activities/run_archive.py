@@ -45,6 +45,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.storage import ObjectExistsError, ObjectStore, activity_errors
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput
 from vocabulary.paths import thread_dir
@@ -181,7 +182,7 @@ class RunArchiveActivities:
     def __init__(self, objects: ObjectStore):
         self.objects = objects
 
-    @activity.defn(name=RUN_ARCHIVE)
+    @implements(RUN_ARCHIVE)
     def archive(self, input: RunArchiveInput) -> None:
         with activity_errors():
             store_run_archive(self.objects, input, activity.payload_converter())

@@ -13,6 +13,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.contract import implements
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from vocabulary.contracts import SANDBOX_INVENTORY, SANDBOX_RUN_STATES, RunStates, RunStatesInput, SandboxInventory
 
@@ -34,11 +35,11 @@ class SweeperActivities:
     def __init__(self, provider: KubernetesSandboxProvider) -> None:
         self._provider = provider
 
-    @activity.defn(name=SANDBOX_INVENTORY)
+    @implements(SANDBOX_INVENTORY)
     async def inventory(self) -> SandboxInventory:
         return SandboxInventory(await asyncio.to_thread(self._provider.inventory))
 
-    @activity.defn(name=SANDBOX_RUN_STATES)
+    @implements(SANDBOX_RUN_STATES)
     async def run_states(self, input: RunStatesInput) -> RunStates:
         client = activity.client()
         states = await asyncio.gather(*(run_state(client, workflow_id) for workflow_id in input.workflow_ids))

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio import activity
 
+from activities.contract import implements
 from vocabulary.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
 
 SKILL_FILE = "SKILL.md"
@@ -116,7 +117,7 @@ class SkillActivities:
         self._root = root
         self._settings = settings
 
-    @activity.defn(name=SKILL_LOAD)
+    @implements(SKILL_LOAD)
     def load(self, input: SkillLoadInput) -> SkillLoadResult:
         """Check the skill the user activated (installed, enabled, available to this agent) and read it."""
         skill = next((s for s in load_skills(self._root, self._settings.disabled) if s.name == input.name), None)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.no_follow import PathEscapeError
 from activities.paths import ThreadPaths
 from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
@@ -17,7 +17,7 @@ class ThreadDataActivities:
     def __init__(self, home: Path) -> None:
         self._home = home
 
-    @activity.defn(name=THREAD_ENSURE_DIRS)
+    @implements(THREAD_ENSURE_DIRS)
     def ensure_dirs(self, input: ThreadDirsInput) -> ThreadDirsResult:
         try:
             ThreadPaths(self._home, input.thread.user_id, input.thread.thread_id).ensure_dirs()

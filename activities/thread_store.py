@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.storage import ObjectExistsError, ObjectStore, StorageError, activity_errors
 from activities.storage.filesystem import FilesystemObjectStore
 from vocabulary.contracts import (
@@ -223,12 +223,12 @@ class ThreadStoreActivities:
     def __init__(self, store: ThreadStore):
         self.store = store
 
-    @activity.defn(name=THREAD_LOAD)
+    @implements(THREAD_LOAD)
     def load(self, input: ThreadLoadInput) -> ThreadSnapshot:
         with activity_errors():
             return self.store.load(input.thread)
 
-    @activity.defn(name=THREAD_COMMIT)
+    @implements(THREAD_COMMIT)
     def commit(self, input: ThreadCommitInput) -> ThreadCommitResult:
         try:
             with activity_errors():

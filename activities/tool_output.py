@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.contract import implements
 from activities.sandbox.base import SandboxError
 from activities.thread_files import ThreadFiles
 from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
@@ -21,7 +22,7 @@ class ToolOutputActivities:
     def __init__(self, files: ThreadFiles) -> None:
         self._files = files
 
-    @activity.defn(name=TOOL_OUTPUT_EXTERNALIZE)
+    @implements(TOOL_OUTPUT_EXTERNALIZE)
     def externalize(self, input: ExternalizeInput) -> ExternalizeResult:
         try:
             if not input.path.startswith(f"{VIRTUAL_OUTPUTS_DIR}/"):

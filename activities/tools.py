@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.heartbeat import heartbeating
 from activities.sandbox.base import (
     CURRENT_CANCEL_SCOPE,
@@ -324,7 +325,7 @@ class ToolActivities:
             return files, None
         return None
 
-    @activity.defn(name=TOOL_EXECUTE)
+    @implements(TOOL_EXECUTE)
     async def execute(self, input: ToolCallInput) -> ToolCallOutput:
         name = str(input.tool_call.get("name"))
         with tool_span(name, sandbox_id=input.sandbox_id) as span:
@@ -337,7 +338,7 @@ class ToolActivities:
             record_tool_output(span, output, exit_code(output.content) if name == "bash" else None)
             return output
 
-    @activity.defn(name=SANDBOX_ACQUIRE)
+    @implements(SANDBOX_ACQUIRE)
     async def acquire(self, input: SandboxAcquireInput) -> SandboxAcquireResult:
         """Eager acquisition (SandboxMiddleware with ``lazy_init: false``); a retry gets the same sandbox."""
         try:
@@ -348,7 +349,7 @@ class ToolActivities:
             raise ApplicationError(str(e), type="SandboxError", non_retryable=True) from None
         return SandboxAcquireResult(sandbox_id)
 
-    @activity.defn(name=SANDBOX_RELEASE)
+    @implements(SANDBOX_RELEASE)
     async def release(self, input: SandboxReleaseInput) -> None:
         thread = input.thread
         sandbox_id = input.sandbox_id or self._provider.sandbox_id_for(thread.user_id, thread.thread_id)

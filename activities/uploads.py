@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from temporalio import activity
 
+from activities.contract import implements
 from activities.storage import ObjectStore
 from activities.thread_files import PathEscapeError, ThreadFiles
 from vocabulary.contracts import (
@@ -229,7 +230,7 @@ class UploadActivities:
     def __init__(self, files: ThreadFiles) -> None:
         self._files = files
 
-    @activity.defn(name=UPLOADS_LIST)
+    @implements(UPLOADS_LIST)
     def list_uploads(self, input: UploadsListInput) -> UploadsListResult:
         found: list[UploadedFile] = []
         for name in input.filenames:

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.contract import implements
 from activities.heartbeat import heartbeating
 from activities.mcp.content import render
 from activities.mcp.pool import McpSessionPool, describe_failure
@@ -53,12 +54,12 @@ class McpActivities:
         self.pool = pool or McpSessionPool()
         self._environ = environ
 
-    @activity.defn(name=MCP_LIST_TOOLS)
+    @implements(MCP_LIST_TOOLS)
     async def list_tools(self, input: McpListToolsInput) -> McpListToolsResult:
         reports = await heartbeating(asyncio.gather(*(self._list(name) for name in input.servers)), _HEARTBEAT_SECONDS)
         return McpListToolsResult(list(reports))
 
-    @activity.defn(name=MCP_CALL_TOOL)
+    @implements(MCP_CALL_TOOL)
     async def call_tool(self, input: McpCallInput) -> McpCallOutput:
         try:
             server = self._resolve(input.server)
