@@ -12,6 +12,7 @@ from datetime import timedelta
 
 from langchain_core.messages import AIMessage, HumanMessage
 
+from middlewares._activity_call import call_activity
 from middlewares.context import ActivityOptions, RunContext
 from middlewares.llm_error_handling import model_retry_policy, retry_budget
 from vocabulary.contracts import MODEL_INVOKE, LlmRetryBudget, ModelCallInput, ModelPurpose
@@ -49,10 +50,10 @@ async def call_model(ctx: RunContext, model: str, prompt: str, *, purpose: Model
         run_key=f"{ctx.workflow_id}/{ctx.run_id}",
         retry=retry_budget(llm),
     )
-    return await ctx.call(
+    return await call_activity(
+        ctx,
         MODEL_INVOKE,
         request,
-        result_type=AIMessage,
         summary=summary,
         options=ActivityOptions(
             start_to_close=timedelta(seconds=timeouts.timeout_seconds),

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares._messages import (
     DYNAMIC_CONTEXT_REMINDER_KEY,
@@ -41,7 +42,7 @@ from middlewares._messages import (
 )
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext, best_effort
-from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput
+from vocabulary.contracts import MEMORY_LOAD, MemoryLoadInput
 from vocabulary.messages import message_text
 from vocabulary.state import StateUpdate, ThreadState
 
@@ -145,10 +146,10 @@ class DynamicContextMiddleware(Middleware):
         return {"messages": id_swap(target, today, memory)}
 
     async def _load_memory(self, ctx: RunContext) -> str | None:
-        loaded = await ctx.call(
+        loaded = await call_activity(
+            ctx,
             MEMORY_LOAD,
             MemoryLoadInput(ctx.user_id, self.config.max_injection_tokens),
-            result_type=MemoryContext,
             summary="DynamicContext.before_agent · load memory",
             options=ActivityOptions(
                 start_to_close=timedelta(seconds=self.config.memory_timeout_seconds),

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import is_cancelled_exception
 
+from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, RunContext
@@ -171,10 +172,10 @@ class GuardrailMiddleware(Middleware):
     async def _evaluate(self, request: GuardrailRequest, ctx: RunContext) -> GuardrailDecision:
         if self._allowlist is not None:
             return self._allowlist.evaluate(request)
-        return await ctx.call(
+        return await call_activity(
+            ctx,
             GUARDRAIL_EVALUATE,
             GuardrailEvaluateInput(self.provider.use, dict(self.provider.config), request),
-            result_type=GuardrailDecision,
             summary=f"Guardrail.wrap_tool_call · evaluate {request.tool_name}",
             options=_EVALUATE_OPTIONS,
         )

@@ -46,6 +46,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
+from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import ActivityOptions, best_effort
@@ -251,10 +252,10 @@ class LLMErrorHandlingMiddleware(Middleware):
             call.retry_cap_delay_ms / 1000 * (call.retry_max_attempts - 1)
         )
         admission = await best_effort(
-            ctx.call(
+            call_activity(
+                ctx,
                 LLM_BREAKER_CHECK,
                 BreakerCheckInput(request.model, holder, lease),
-                result_type=BreakerCheckResult,
                 summary="LLMErrorHandling.wrap_model_call · circuit check",
                 options=_CHECK_OPTIONS,
             )
@@ -273,10 +274,10 @@ class LLMErrorHandlingMiddleware(Middleware):
         breaker = self.config.circuit_breaker
         report = BreakerReport(outcome, holder, breaker.failure_threshold, breaker.recovery_timeout_sec)
         reported = await best_effort(
-            request.ctx.call(
+            call_activity(
+                request.ctx,
                 LLM_BREAKER_REPORT,
                 BreakerReportInput(request.model, report),
-                result_type=type(None),
                 summary=f"LLMErrorHandling.wrap_model_call · circuit report {outcome}",
                 options=_REPORT_OPTIONS,
             )

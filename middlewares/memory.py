@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares._messages import HIDE_FROM_UI_KEY, is_human_input_response
 from middlewares.base import Middleware
@@ -104,10 +105,10 @@ class MemoryMiddleware(Middleware):
         )
         item = MemoryItem(f"{ctx.workflow_id}/{ctx.run_id}", ctx.thread_id, conversation, settings)
         queued = await best_effort(
-            ctx.call(
+            call_activity(
+                ctx,
                 MEMORY_ENQUEUE,
                 MemoryEnqueueInput(ctx.user_id, item),
-                result_type=type(None),
                 summary=f"Memory.after_agent · enqueue {len(conversation)} messages",
                 options=_ENQUEUE_OPTIONS,
             )

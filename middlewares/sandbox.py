@@ -28,13 +28,13 @@ from langchain_core.messages import ToolMessage
 from pydantic import BaseModel, ConfigDict
 from temporalio.common import RetryPolicy
 
+from middlewares._activity_call import call_activity
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, RunContext
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
     SandboxAcquireInput,
-    SandboxAcquireResult,
     SandboxReleaseInput,
 )
 from vocabulary.state import StateUpdate, ThreadState
@@ -69,10 +69,10 @@ class SandboxMiddleware(Middleware):
     async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         if self.config.lazy_init or state_sandbox_id(state) is not None:
             return None
-        acquired = await ctx.call(
+        acquired = await call_activity(
+            ctx,
             SANDBOX_ACQUIRE,
             SandboxAcquireInput(ctx.thread),
-            result_type=SandboxAcquireResult,
             summary="Sandbox.before_agent · acquire",
             options=_SANDBOX_ACTIVITY_OPTIONS,
         )
@@ -97,10 +97,10 @@ class SandboxMiddleware(Middleware):
             summary = "Sandbox.after_agent · release (by thread)"
         else:
             return None
-        await ctx.call(
+        await call_activity(
+            ctx,
             SANDBOX_RELEASE,
             SandboxReleaseInput(ctx.thread, sandbox_id),
-            result_type=type(None),
             summary=summary,
             options=_SANDBOX_ACTIVITY_OPTIONS,
         )

@@ -29,11 +29,12 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares._messages import HIDE_FROM_UI_KEY, is_real_user_message, original_user_text
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import ActivityOptions
-from vocabulary.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
+from vocabulary.contracts import SKILL_LOAD, SkillLoadInput
 
 logger = hook_logger(__name__)
 
@@ -141,10 +142,10 @@ class SkillActivationMiddleware(Middleware):
             command = parse_slash_command(original_user_text(target))
             if command is None:
                 return await handler(request)
-            loaded = await request.ctx.call(
+            loaded = await call_activity(
+                request.ctx,
                 SKILL_LOAD,
                 SkillLoadInput(command.name, self.config.available_skills),
-                result_type=SkillLoadResult,
                 summary=f"SkillActivation.wrap_model_call · load /{command.name}",
                 options=ActivityOptions(local=True),
             )

@@ -18,9 +18,10 @@ from __future__ import annotations
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, ConfigDict
 
+from middlewares._activity_call import call_activity
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext
-from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult
+from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput
 from vocabulary.paths import user_data_dirs
 from vocabulary.state import StateUpdate, ThreadState
 
@@ -41,10 +42,10 @@ class ThreadDataMiddleware(Middleware):
     async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         paths = user_data_dirs(ctx.user_id, ctx.thread_id)  # raises on ids that are no safe path segment
         if not self.config.lazy_init:
-            await ctx.call(
+            await call_activity(
+                ctx,
                 THREAD_ENSURE_DIRS,
                 ThreadDirsInput(ctx.thread),
-                result_type=ThreadDirsResult,
                 summary="ThreadData.before_agent · create thread folders",
                 options=ActivityOptions(local=True),
             )

@@ -29,10 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validat
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from middlewares._activity_call import call_activity
 from middlewares._tool_output_synopsis import render_tool_output_preview
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, best_effort
-from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult
+from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR
 
 FALLBACK_MARKER = (
@@ -251,10 +252,10 @@ class ToolOutputBudgetMiddleware(Middleware):
         # Never acquire a sandbox just to save output: use the one this run's tools already have, if any.
         sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
         result = await best_effort(
-            ctx.call(
+            call_activity(
+                ctx,
                 TOOL_OUTPUT_EXTERNALIZE,
                 ExternalizeInput(ctx.thread, sandbox_id, path, text),
-                result_type=ExternalizeResult,
                 summary=f"ToolOutputBudget.wrap_tool_call · save {tool} output",
                 options=_EXTERNALIZE_OPTIONS,
             )

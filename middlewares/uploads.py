@@ -24,10 +24,11 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from middlewares._activity_call import call_activity
 from middlewares._untrusted import neutralize_untrusted_tags
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext
-from vocabulary.contracts import UPLOADS_LIST, UploadedFile, UploadsListInput, UploadsListResult
+from vocabulary.contracts import UPLOADS_LIST, UploadedFile, UploadsListInput
 from vocabulary.messages import message_text
 from vocabulary.paths import VIRTUAL_UPLOADS_DIR, is_upload_staging_file
 from vocabulary.state import StateUpdate, ThreadState
@@ -143,10 +144,10 @@ class UploadsMiddleware(Middleware):
         if not isinstance(last, HumanMessage) or not (names := attached_filenames(last)):
             return {"uploaded_files": []}
         cap = self.config.max_files_per_context_section
-        found = await ctx.call(
+        found = await call_activity(
+            ctx,
             UPLOADS_LIST,
             UploadsListInput(ctx.thread, names, outline_limit=cap),
-            result_type=UploadsListResult,
             summary=f"Uploads.before_agent · look up {len(names)} attached file(s)",
             options=ActivityOptions(local=True),
         )

@@ -23,15 +23,14 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 from temporalio.common import RetryPolicy
 
+from middlewares._activity_call import call_activity
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, RunContext
 from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
     ImageInspectInput,
-    ImageInspectResult,
     ImageLoadInput,
-    ImageLoadResult,
     ViewedImage,
 )
 from vocabulary.messages import message_text
@@ -147,10 +146,10 @@ class ViewImageMiddleware(Middleware):
             return ToolMessage(
                 "Error: image_path is required", tool_call_id=call_id, name=TOOL_NAME, status="error", id=ctx.uuid()
             )
-        found = await ctx.call(
+        found = await call_activity(
+            ctx,
             IMAGE_INSPECT,
             ImageInspectInput(ctx.thread, path),
-            result_type=ImageInspectResult,
             summary=f"ViewImage.wrap_tool_call · inspect {path}",
             options=_OPTIONS,
         )
@@ -171,10 +170,10 @@ class ViewImageMiddleware(Middleware):
         images = _viewed(state)
         urls: list[str | None] = []
         if images:
-            loaded = await ctx.call(
+            loaded = await call_activity(
+                ctx,
                 IMAGE_LOAD,
                 ImageLoadInput(ctx.thread, images),
-                result_type=ImageLoadResult,
                 summary=f"ViewImage.before_model · read {len(images)} image(s)",
                 options=_OPTIONS,
             )
