@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -45,72 +45,31 @@ from vocabulary.contracts import (
     ToolCallInput,
     ToolCallOutput,
 )
+from vocabulary.tool_args import (
+    GLOB_DEFAULT_RESULTS,
+    GLOB_MAX_RESULTS,
+    GREP_DEFAULT_RESULTS,
+    GREP_MAX_RESULTS,
+    BashArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    ReadFileArgs,
+    StrReplaceArgs,
+    ToolArgs,
+    WriteFileArgs,
+)
 
 BASH_OUTPUT_MAX_CHARS = 20_000
 READ_FILE_OUTPUT_MAX_CHARS = 50_000
 LS_OUTPUT_MAX_CHARS = 20_000
-GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS = 200, 1000
-GREP_DEFAULT_RESULTS, GREP_MAX_RESULTS = 100, 500
 WRITE_FILE_MAX_BYTES = 80 * 1024
 """Bigger single writes made models hit stream chunk timeouts in DeerFlow (#3189); appends are exempt."""
 
 _EXIT_MARKER_AT_END = re.compile(r"\nExit Code: -?\d+\s*$")
 
 T = TypeVar("T")
-
-
-# -- arguments -------------------------------------------------------------------------------------------
-
-
-class _Args(BaseModel):
-    # Models add ``description`` (and sometimes more); DeerFlow's tools ignore extras too.
-    model_config = ConfigDict(extra="ignore")
-
-
-A = TypeVar("A", bound=_Args)
-
-
-class BashArgs(_Args):
-    command: str
-
-
-class LsArgs(_Args):
-    path: str
-
-
-class ReadFileArgs(_Args):
-    path: str
-    start_line: int | None = None
-    end_line: int | None = None
-
-
-class WriteFileArgs(_Args):
-    path: str
-    content: str
-    append: bool = False
-
-
-class StrReplaceArgs(_Args):
-    path: str
-    old_str: str
-    new_str: str
-    replace_all: bool = False
-
-
-class GlobArgs(_Args):
-    pattern: str
-    path: str
-    include_dirs: bool = False
-    max_results: int = GLOB_DEFAULT_RESULTS
-
-
-class GrepArgs(_Args):
-    pattern: str
-    path: str
-    glob: str | None = None
-    literal: bool = False
-    case_sensitive: bool = False
-    max_results: int = GREP_DEFAULT_RESULTS
+A = TypeVar("A", bound=ToolArgs)
 
 
 # -- output shaping --------------------------------------------------------------------------------------

@@ -13,8 +13,9 @@ from temporalio.testing import ActivityEnvironment
 from activities import tools
 from activities.paths import ThreadPaths
 from activities.sandbox.local import LOCAL_HOST_BASH_DISABLED_MESSAGE, LocalSandboxProvider
-from activities.tools import ReadFileArgs, ToolActivities
+from activities.tools import ToolActivities
 from vocabulary.contracts import SandboxReleaseInput, ThreadRef, ToolCallInput, ToolCallOutput
+from vocabulary.tool_args import ReadFileArgs
 
 WS = "/mnt/user-data/workspace"
 THREAD = ThreadRef("u1", "t1")

@@ -1,7 +1,8 @@
 """The tool catalog the model sees: names, descriptions and argument schemas (pure data).
 
 Implementations live in ``activities/tools.py``; the workflow only needs the schemas to build a model
-request and the flags that change control flow (``return_direct``, ``sandbox``).
+request and the flags that change control flow (``return_direct``, ``sandbox``). The built-in tools' schemas
+are generated from their argument models (``vocabulary/tool_args.py``), which the activities validate with.
 """
 
 from __future__ import annotations
@@ -10,14 +11,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vocabulary.tool_args import (
+    BashArgs,
+    ClarificationArgs,
+    GlobArgs,
+    GrepArgs,
+    LsArgs,
+    ReadFileArgs,
+    StrReplaceArgs,
+    WriteFileArgs,
+    parameters,
+)
+
 MCP_IMAGES_KEY = "hartflow_mcp_images"
 """``additional_kwargs`` of an MCP tool's ToolMessage whose result carried images: their paths, recorded in
 ``viewed_images`` as ``view_image`` records them, so ViewImage shows them to a vision model."""
-
-_DESCRIPTION_ARG = {
-    "type": "string",
-    "description": "Explain why you are running this tool in short words. ALWAYS PROVIDE THIS PARAMETER FIRST.",
-}
 
 
 @dataclass(frozen=True)
@@ -46,123 +54,55 @@ class ToolSpec:
         }
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {"description": _DESCRIPTION_ARG, **properties},
-        "required": required,
-    }
-
-
 BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec(
         "bash",
         "Execute a bash command in the sandbox. The working directory is /mnt/user-data/workspace; "
         "write deliverables to /mnt/user-data/outputs.",
-        _object({"command": {"type": "string", "description": "The bash command to execute."}}, ["command"]),
+        parameters(BashArgs),
         sandbox=True,
     ),
     ToolSpec(
         "ls",
         "List the contents of a directory in the sandbox (two levels deep).",
-        _object({"path": {"type": "string", "description": "Absolute path of the directory."}}, ["path"]),
+        parameters(LsArgs),
         sandbox=True,
     ),
     ToolSpec(
         "read_file",
         "Read a text file in the sandbox, optionally a range of lines (1-based, inclusive).",
-        _object(
-            {
-                "path": {"type": "string", "description": "Absolute path of the file."},
-                "start_line": {"type": "integer", "description": "First line to read."},
-                "end_line": {"type": "integer", "description": "Last line to read."},
-            },
-            ["path"],
-        ),
+        parameters(ReadFileArgs),
         sandbox=True,
     ),
     ToolSpec(
         "write_file",
         "Write text to a file in the sandbox, creating parent directories. Overwrites unless append is true.",
-        _object(
-            {
-                "path": {"type": "string", "description": "Absolute path of the file."},
-                "content": {"type": "string", "description": "The text to write."},
-                "append": {"type": "boolean", "description": "Append instead of overwriting."},
-            },
-            ["path", "content"],
-        ),
+        parameters(WriteFileArgs),
         sandbox=True,
     ),
     ToolSpec(
         "str_replace",
         "Replace a substring in a file in the sandbox. old_str must occur exactly once unless replace_all is true.",
-        _object(
-            {
-                "path": {"type": "string", "description": "Absolute path of the file."},
-                "old_str": {"type": "string", "description": "The text to replace."},
-                "new_str": {"type": "string", "description": "The replacement text."},
-                "replace_all": {"type": "boolean", "description": "Replace every occurrence."},
-            },
-            ["path", "old_str", "new_str"],
-        ),
+        parameters(StrReplaceArgs),
         sandbox=True,
     ),
     ToolSpec(
         "glob",
         "Find files under a directory in the sandbox whose paths match a glob pattern (e.g. **/*.py).",
-        _object(
-            {
-                "pattern": {"type": "string", "description": "Glob pattern, relative to path."},
-                "path": {"type": "string", "description": "Absolute directory to search."},
-            },
-            ["pattern", "path"],
-        ),
+        parameters(GlobArgs),
         sandbox=True,
     ),
     ToolSpec(
         "grep",
         "Search file contents under a directory in the sandbox with a regular expression.",
-        _object(
-            {
-                "pattern": {"type": "string", "description": "Regular expression (or literal text)."},
-                "path": {"type": "string", "description": "Absolute directory or file to search."},
-                "glob": {"type": "string", "description": "Only search files matching this glob."},
-                "literal": {"type": "boolean", "description": "Treat pattern as literal text."},
-                "case_sensitive": {"type": "boolean", "description": "Match case (default false)."},
-            },
-            ["pattern", "path"],
-        ),
+        parameters(GrepArgs),
         sandbox=True,
     ),
     ToolSpec(
         "ask_clarification",
         "Ask the user a clarifying question when requirements are missing or ambiguous, when there are "
         "several valid approaches, or before a risky action. The run pauses until the user answers.",
-        {
-            "type": "object",
-            "properties": {
-                "question": {"type": "string", "description": "The question to ask."},
-                "clarification_type": {
-                    "type": "string",
-                    "enum": [
-                        "missing_info",
-                        "ambiguous_requirement",
-                        "approach_choice",
-                        "risk_confirmation",
-                        "suggestion",
-                    ],
-                },
-                "context": {"type": "string", "description": "Why the question is needed."},
-                "options": {"type": "array", "items": {"type": "string"}, "description": "Choices to offer."},
-                "fields": {
-                    "type": "array",
-                    "items": {"type": "object"},
-                    "description": "Form fields to fill.",
-                },
-            },
-            "required": ["question", "clarification_type"],
-        },
+        parameters(ClarificationArgs, description_arg=False),
         intercepted=True,
     ),
 )
