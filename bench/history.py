@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import BenchContext, history_totals
-from tests.support.history import chain_histories, external_size, payloads_in
+from workers.testing.history import chain_histories, external_size, payloads_in
 
 SYSTEMS = ("floor", "hartflow", "deepagents")
 

