@@ -8,11 +8,11 @@ import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from langchain_core.messages import messages_from_dict
+from langchain_core.messages import AnyMessage, messages_from_dict
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -120,7 +120,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
     for field, value in message.ListFields():
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             continue
-        if field.message_type.GetOptions().map_entry:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
             items = [item for item in value.values() if isinstance(item, Message)]
         elif field.is_repeated:
             items = list(value)
@@ -160,7 +160,8 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
             call.system_message, call.tools = transcript.parse_preamble(preambles[ref.preamble])
         bodies.update(ref.bodies)
         manifest = ref.digest
-        call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))
+        messages = messages_from_dict([json.loads(bodies[message_id]) for message_id in ids])
+        call.messages = cast(list[AnyMessage], messages)
 
 
 async def replay(client: Client, handle: WorkflowHandle[Any, Any]) -> None:
