@@ -4,7 +4,7 @@ tool), is never followed by the API's artifact and upload routes (both storage b
 worker's working copy sync, the local sandbox, or a thread's deletion. Refusals are a 4xx with a one-line detail
 and nothing written; no route answers 5xx or logs a traceback.
 
-Real components throughout: the API on a real uvicorn (``tests/support/inprocess_api.py``), the filesystem and
+Real components throughout: the API on a real uvicorn (``workers/testing/inprocess_api.py``), the filesystem and
 S3 stores, the local sandbox provider. The pod's ``/v1/files`` is covered in ``tests/test_sandbox_server.py``.
 """
 
