@@ -22,8 +22,8 @@ from pathlib import Path
 from bench import hartflow_side
 from bench.api_peer_graph import TURNS
 from bench.workload import responses, write_script
-from tests.support.api_server import ApiServer
 from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.testing.api_server import ApiServer
 
 REPO = Path(__file__).resolve().parents[1]
 PEER_GRAPH = "bench"

@@ -36,8 +36,8 @@ from temporalio.api.enums.v1 import EventType
 from bench import hartflow_side
 from bench.common import unique
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
-from tests.support.history import chain_histories
 from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.testing.history import chain_histories
 from workers.worker import connect
 
 _E = EventType

@@ -3,7 +3,7 @@
 Read from the real histories (every run of a workflow, continue-as-new included; bytes = the sum of each
 event's serialized size). For hartflow also: the bytes its claim-check references stand for, and everything the
 run added to its (filesystem) storage. The hartflow column goes through :func:`hartflow_history`, which
-counts with the same helpers as ``bench/history_size.py`` (``tests/support/history.py``); that script adds the
+counts with the same helpers as ``bench/history_size.py`` (``workers/testing/history.py``); that script adds the
 marginal cost of one turn at turn N (``python -m bench.history_size``).
 """
 
@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import BenchContext, history_totals
-from tests.support.history import chain_histories, external_size, payloads_in
+from workers.testing.history import chain_histories, external_size, payloads_in
 
 SYSTEMS = ("floor", "hartflow", "deepagents")
 
 
 async def hartflow_history(client: Any, workflow_id: str, first_run_id: str) -> dict[str, int]:
     """Events, bytes and runs of a hartflow run's whole history, plus the bytes its claim-check references stand
-    for in external storage (counted with ``tests/support/history.py``, as ``bench/history_size.py`` does)."""
+    for in external storage (counted with ``workers/testing/history.py``, as ``bench/history_size.py`` does)."""
     runs = await chain_histories(client, workflow_id, first_run_id)
     totals = history_totals(runs)
     totals["external_bytes"] = sum(

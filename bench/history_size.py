@@ -23,12 +23,13 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from tests.support import calls, make_config, running_worker, start_run, tool_call, write_script
-from tests.support.history import chain_histories, model_turn, turn_costs
+from bench.hartflow_side import start_run
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.transcript import FULL_MANIFEST_EVERY, delta_text, manifest_text
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workers.payloads import client_for
+from workers.testing import calls, make_config, running_worker, tool_call, unique, write_script
+from workers.testing.history import chain_histories, model_turn, turn_costs
 
 
 async def _transcript_sizes(client: Client, runs: list[list[Any]]) -> dict[int, tuple[int, int]]:
@@ -84,7 +85,7 @@ async def measure(address: str, turns: list[int], workdir: Path, by_event: bool 
     client = client_for(await Client.connect(address), config)
     started = time.monotonic()
     async with running_worker(client, config):
-        handle = await start_run(client, config, "go", model=model)
+        handle = await start_run(client, config, unique("thread"), model, "go")
         await handle.result()
     seconds = time.monotonic() - started
     runs = await chain_histories(client, handle.id, handle.first_execution_run_id or "")

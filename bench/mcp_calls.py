@@ -28,10 +28,12 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from bench.common import percentile
-from tests.support import answer, calls, history_events, make_config, running_worker, start_run, tool_call, write_script
-from tests.support.mcp_servers import time_server
+from bench.hartflow_side import start_run
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workers.payloads import client_for
+from workers.testing import answer, calls, make_config, running_worker, tool_call, unique, write_script
+from workers.testing.history import history_events
+from workers.testing.mcp import time_server
 
 _ZONES = ["UTC", *(f"Etc/GMT+{h}" for h in range(1, 13)), *(f"Etc/GMT-{h}" for h in range(1, 13))]
 
@@ -62,7 +64,7 @@ async def _runs(
     histories = []
     async with running_worker(client, config):  # one worker, so one session pool, for all the runs
         for _ in range(runs):
-            handle = await start_run(client_for(client, config), config, "what time is it?", model=model)
+            handle = await start_run(client_for(client, config), config, unique("thread"), model, "what time is it?")
             await handle.result()
             histories.append(await history_events(handle))
     return histories

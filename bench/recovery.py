@@ -22,7 +22,7 @@ from temporalio.api.enums.v1 import EventType
 from bench import hartflow_side
 from bench.common import BenchContext, unique
 from bench.workload import FINAL_ANSWER, PROMPT, WORKSPACE, write_script
-from tests.support.history import chain_histories
+from workers.testing.history import chain_histories
 from workers.worker import connect
 
 MARKER = "recovery-marker"

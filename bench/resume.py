@@ -14,8 +14,8 @@ from typing import Any
 from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, ACTIVITY_STARTED, BenchContext, percentile, round_ms, unique
 from bench.workload import FINAL_ANSWER, PROMPT, clarification_responses, write_script
-from tests.support.history import chain_histories
 from vocabulary.contracts import MODEL_INVOKE
+from workers.testing.history import chain_histories
 from workers.worker import connect
 
 

@@ -31,8 +31,8 @@ from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, BenchContext, percentile, round_ms, unique
 from bench.floor import MODEL_ACTIVITY, FloorInput, FloorWorkflow
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
-from tests.support.history import chain_histories
 from vocabulary.contracts import MODEL_INVOKE
+from workers.testing.history import chain_histories
 from workers.worker import connect
 
 TURNS = 5

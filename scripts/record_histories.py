@@ -15,19 +15,37 @@ import contextlib
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from temporalio.client import Client, WorkflowHistory  # noqa: E402
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory  # noqa: E402
 from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
-from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, write_script  # noqa: E402
-from tests.support.faults import wait_for_file  # noqa: E402
+from bench.hartflow_side import start_run  # noqa: E402
+from workers.config import HartflowConfig  # noqa: E402
 from workers.devserver import DevServer, DevServerOptions, free_port  # noqa: E402
+from workers.payloads import client_for  # noqa: E402
+from workers.testing import (  # noqa: E402
+    answer,
+    calls,
+    make_config,
+    running_worker,
+    settle,
+    tool_call,
+    unique,
+    write_script,
+)
+from workers.testing.processes import wait_for_file  # noqa: E402
 from workflows.run import ReplyInput, RunView  # noqa: E402
 
 OUT = REPO / "tests" / "histories"
+
+
+async def _start(client: Client, config: HartflowConfig, message: str, model: str) -> WorkflowHandle[Any, RunView]:
+    """A run on a thread of its own, started as ``hartflow run`` starts one, with the config's converter."""
+    return await start_run(client_for(client, config), config, unique("thread"), model, message)
 
 
 def _ask() -> dict[str, object]:
@@ -62,7 +80,7 @@ async def record(tag: str) -> None:
         }
         async with running_worker(client, config):
             for name, script in scenarios.items():
-                handle = await start_run(client, config, f"scenario {name}", model=write_script(home, script))
+                handle = await _start(client, config, f"scenario {name}", write_script(home, script))
                 await settle(handle)
                 if name == "cancelled-while-paused":
                     await handle.cancel()
@@ -76,9 +94,8 @@ async def record(tag: str) -> None:
         started = home / "first-call-started"
         first_call = calls(tool_call("bash", "b1", command=f"touch {started}; sleep 3"))
         async with running_worker(client, config):
-            handle = await start_run(
-                client, config, "scenario cancelled-during-first-tool", model=write_script(home, [first_call])
-            )
+            model = write_script(home, [first_call])
+            handle = await _start(client, config, "scenario cancelled-during-first-tool", model)
             await wait_for_file(started)
             await handle.cancel()
             with contextlib.suppress(Exception):
@@ -93,7 +110,7 @@ async def record(tag: str) -> None:
         task = tool_call("task", "t1", description="job t1", prompt="look into it", subagent_type="general-purpose")
         parent_model = write_script(home, [calls(task), answer("done")], name="parent.json")
         async with running_worker(client, delegating):
-            handle = await start_run(client, delegating, "scenario subagent", model=parent_model)
+            handle = await _start(client, delegating, "scenario subagent", parent_model)
             await handle.result()
             history = await handle.fetch_history()
             _write(f"{tag}-subagent-parent", history)

@@ -13,12 +13,9 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import make_config, unique
-from tests.support.s3server import S3Server, s3_storage_settings
 from workers.config import HartflowConfig
-from workers.devserver import DevServer, DevServerOptions, free_port
-
-SUGGEST_CAN_AFTER_EVENTS = 150
+from workers.testing import dev_server, make_config, unique
+from workers.testing.s3 import S3Server, s3_storage_settings
 
 
 @pytest.fixture(scope="session")
@@ -27,22 +24,8 @@ def temporal_address() -> Iterator[str]:
     if existing:
         yield existing
         return
-    # A low continue-as-new suggestion makes every long test run also exercise continue-as-new.
-    server = DevServer(
-        DevServerOptions(
-            port=free_port(),
-            ui=False,
-            extra_args=[
-                "--dynamic-config-value",
-                f"limit.historyCount.suggestContinueAsNew={SUGGEST_CAN_AFTER_EVENTS}",
-            ],
-        )
-    )
-    server.start()
-    try:
+    with dev_server() as server:
         yield server.address
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -24,12 +24,11 @@ from temporalio.client import Client
 
 from activities.storage import ObjectStore
 from activities.thread_files import ThreadFiles
-from tests.support import make_config
-from tests.support.inprocess_api import serving_api
 from vocabulary.contracts import ThreadRef
 from workers.api.auth import ApiSettings, unsafe_bind_problem
 from workers.config import HartflowConfig, open_object_store
 from workers.devserver import free_port
+from workers.testing import make_config, serving_api
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 MAX_BODY = 64 * 1024

@@ -18,10 +18,6 @@ import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client
 
-from tests.support import answer, calls, make_config, running_worker, tool_call, write_script
-from tests.support.faults import private_dev_server, wait_for_file, worker_process
-from tests.support.inprocess_api import serving_api
-from tests.support.s3server import S3Server, s3_storage_settings
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, starting
@@ -31,6 +27,10 @@ from workers.api.starting import RunCreate
 from workers.api.status import Chain, chain
 from workers.api.stream import RunFrames, run_frames
 from workers.config import HartflowConfig, open_object_store
+from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, write_script
+from workers.testing.processes import wait_for_file, worker_process
+from workers.testing.s3 import S3Server, s3_storage_settings
+from workers.testing.temporal import private_dev_server
 from workers.worker import connect
 
 MODES = ["values", "messages-tuple", "updates", "custom"]

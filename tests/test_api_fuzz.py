@@ -31,11 +31,10 @@ from schemathesis import GenerationMode
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import answer, make_config, running_worker, write_script
-from tests.support.inprocess_api import serving_api
 from tests.test_api_access import TOKENS, bearer_settings
 from workers.api.app import OPENAPI_PATH, routers
 from workers.config import HartflowConfig
+from workers.testing import answer, make_config, running_worker, serving_api, write_script
 from workers.worker import connect
 
 EXAMPLES_PER_OPERATION = 12

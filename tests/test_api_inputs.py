@@ -23,11 +23,10 @@ import pytest
 from temporalio.client import Client
 
 from activities.uploads import MAX_UPLOAD_NAME_BYTES
-from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
-from tests.support.inprocess_api import serving_api
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import runs, status
 from workers.config import HartflowConfig, open_object_store
+from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
 from workers.worker import connect
 
 MAX_MESSAGE_CHARS = 2000

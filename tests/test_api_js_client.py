@@ -22,11 +22,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from tests.support import answer, calls, make_config, running_worker, tool_call, write_script
-from tests.support.inprocess_api import serving_api
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.payloads import client_for
+from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, write_script
 
 JS_CLIENT = Path(__file__).parent / "js_client"
 TOKEN = "js-client-token-0123456789"

@@ -32,12 +32,11 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 from temporalio.client import Client
 
-from tests.support import make_config
-from tests.support.inprocess_api import serving_api
 from workers.api.auth import Authenticator
 from workers.api.jwt_auth import AuthConfigError
 from workers.config import ConfigError, HartflowConfig, load_config
 from workers.devserver import free_port
+from workers.testing import make_config, serving_api
 
 ISSUER = "https://idp.example/"
 AUDIENCE = "hartflow-api"

@@ -18,10 +18,9 @@ from langgraph_sdk import get_client
 from temporalio.client import Client
 
 from activities.storage import ObjectStore
-from tests.support import make_config
-from tests.support.inprocess_api import serving_api
 from workers.api.loopback import host_of_authority, is_loopback
 from workers.config import HartflowConfig, open_object_store
+from workers.testing import make_config, serving_api
 
 EVIL = "https://evil.example"
 TOKEN = "alice-token-0123456789"

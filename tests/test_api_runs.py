@@ -15,10 +15,9 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import BadRequestError, ConflictError, NotFoundError, UnprocessableEntityError
 from temporalio.client import Client
 
-from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
-from tests.support.inprocess_api import serving_api
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig, open_object_store
+from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
 from workers.worker import connect
 
 MODES = ["values", "messages-tuple", "updates", "custom"]

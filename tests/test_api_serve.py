@@ -8,10 +8,10 @@ from pathlib import Path
 
 from langgraph_sdk import get_client
 
-from tests.support import answer, unique, write_script
-from tests.support.api_server import ApiServer, write_config
 from workers.config import load_config
 from workers.devserver import free_port, port_answers
+from workers.testing import answer, unique, write_script
+from workers.testing.api_server import ApiServer, write_config
 
 
 async def test_serve_alone_runs_the_embedded_stack(tmp_path: Path) -> None:

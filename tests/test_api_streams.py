@@ -15,15 +15,14 @@ import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client, WorkflowFailureError
 
-from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
-from tests.support.api_server import ApiServer, CuttingProxy, write_config
-from tests.support.inprocess_api import serving_api
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records
 from workers.api.status import Chain
 from workers.api.stream import RunFrames, run_frames
 from workers.config import HartflowConfig, open_object_store
+from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
+from workers.testing.api_server import ApiServer, CuttingProxy, write_config
 from workers.worker import connect
 
 MODES = ["values", "messages-tuple", "updates", "custom"]

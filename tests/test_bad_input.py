@@ -26,25 +26,23 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.uploads import UploadError, validate_upload_name
-from tests.support import (
+from tests.support import start_run, thread_state
+from vocabulary.contracts import MODEL_INVOKE
+from vocabulary.workflow_ids import run_workflow_id
+from workers.cli import run_command
+from workers.testing import (
     answer,
     ask_clarification,
     calls,
-    history_events,
     make_config,
     running_worker,
-    scheduled_activities,
     settle,
-    start_run,
-    thread_state,
     tool_call,
     unique,
     write_script,
 )
-from tests.support.faults import env_worker_process
-from vocabulary.contracts import MODEL_INVOKE
-from vocabulary.workflow_ids import run_workflow_id
-from workers.cli import run_command
+from workers.testing.history import history_events, scheduled_activities
+from workers.testing.processes import env_worker_process
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
 
 USER = "default"  # the CLI's user: the config's user_id, unset

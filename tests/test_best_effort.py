@@ -16,17 +16,10 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.plugin import SimplePlugin
 
 from middlewares.context import best_effort
-from tests.support import (
-    activity_error,
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    start_run,
-    write_script,
-)
+from tests.support import activity_error, start_run
 from vocabulary.contracts import LLM_BREAKER_REPORT, MEMORY_LOAD, THREAD_COMMIT
+from workers.testing import answer, make_config, running_worker, write_script
+from workers.testing.history import history_events, scheduled_activities
 from workflows.run import RunView
 
 RECORDER = "tests.support.recording_middlewares:RecorderA"

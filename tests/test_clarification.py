@@ -22,21 +22,11 @@ from middlewares.clarification import (
     normalize_fields,
     normalize_options,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    settle,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.human_input import InvalidReplyError, Reply, parse_reply, response_message, validate_reply
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunView
 

@@ -17,24 +17,15 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import (
-    answer,
-    ask_clarification,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    thread_state,
-    unique,
-    write_script,
-)
-from tests.support.faults import REPO, private_dev_server, time_skipping_environment
+from tests.support import start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.devserver import find_temporal_cli
+from workers.testing import answer, ask_clarification, make_config, running_worker, settle, unique, write_script
+from workers.testing.history import history_events, scheduled_inputs
+from workers.testing.processes import REPO
+from workers.testing.temporal import private_dev_server, time_skipping_environment
 from workflows import search_attributes as sa
 from workflows.run import RunView
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import answer, ask_clarification, calls, tool_call, unique, write_script
-from tests.support.faults import env_worker_process, hartflow_command
 from workers.cli import run_command
 from workers.devserver import free_port, port_answers
+from workers.testing import answer, ask_clarification, calls, tool_call, unique, write_script
+from workers.testing.processes import env_worker_process, hartflow_command
 
 RUN_FIELDS = {"thread_id", "run_id", "workflow_id", "status", "stop_reason", "final_message", "pending_input", "ui_url"}
 

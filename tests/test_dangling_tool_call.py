@@ -17,21 +17,11 @@ from activities.thread_store import FilesystemThreadStore
 from middlewares._transcript_repair import EMPTY_NAME_TEXT, INTERRUPTED_TEXT
 from middlewares.base import ModelRequest
 from middlewares.dangling_tool_call import DanglingToolCallMiddleware, patch_messages
-from tests.support import (
-    StubRunContext,
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    thread_state,
-    unique,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState
+from workers.testing import answer, make_config, running_worker, settle, unique, write_script
+from workers.testing.history import history_events, scheduled_inputs
 
 
 def _call(name: Any = "bash", call_id: Any = "call_1", **args: Any) -> dict[str, Any]:

@@ -18,23 +18,12 @@ from middlewares.deferred_tool_filter import (
     ToolSearchConfig,
     blocked_message,
 )
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    scheduled_inputs,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import start_run
 from vocabulary.contracts import ModelCallInput, ThreadRef, ToolCallInput
 from vocabulary.state import ThreadState
 from vocabulary.tools import BUILTIN_TOOLS, ToolSpec
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_activities, scheduled_inputs
 
 TOOLS = {tool.name: tool for tool in BUILTIN_TOOLS}
 DEFERRED = {"run": {"middlewares": {"tool_search": {"enabled": True, "deferred": ["grep", "glob"]}}}}

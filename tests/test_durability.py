@@ -7,8 +7,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from tests.support import answer, calls, make_config, start_run, tool_call, write_script
-from tests.support.faults import kill_hard, wait_for_file, worker_process
+from tests.support import start_run
+from workers.testing import answer, calls, make_config, tool_call, write_script
+from workers.testing.processes import kill_hard, wait_for_file, worker_process
 
 
 async def test_worker_killed_mid_tool_call_another_worker_finishes_without_rerunning_completed_tools(

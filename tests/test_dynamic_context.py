@@ -37,22 +37,13 @@ from middlewares.dynamic_context import (
     date_reminder,
     last_injected_date,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    unique,
-    write_script,
-)
-from tests.support.s3server import S3Server, StallingS3Proxy, s3_storage_settings
+from tests.support import StubRunContext, start_run
 from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput, ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState, apply_update
 from workers.config import open_object_store
+from workers.testing import answer, make_config, running_worker, settle, unique, write_script
+from workers.testing.history import history_events, scheduled_inputs
+from workers.testing.s3 import S3Server, StallingS3Proxy, s3_storage_settings
 from workers.worker import build_worker
 from workers.worker_stop import running
 from workflows import search_attributes as sa

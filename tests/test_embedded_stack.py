@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from tests.support import answer, calls, tool_call, write_script
-from tests.support.faults import hartflow_command, reusable_port
 from workers.devserver import DevServer, DevServerOptions, port_answers
 from workers.stack import OWNER_FILE, _started
+from workers.testing import answer, calls, tool_call, write_script
+from workers.testing.processes import hartflow_command
+from workers.testing.temporal import reusable_port
 
 REPO = Path(__file__).resolve().parents[1]
 _GONE_SECONDS = 30.0

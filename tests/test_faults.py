@@ -26,31 +26,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.sandbox.kubernetes import pod_name, sandbox_id_for
 from middlewares.llm_error_handling import CIRCUIT_OPEN_TEXT, UNAVAILABLE_TEXT
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import start_run
 from tests.support.fault_middlewares import AFTER_AGENT_LOG, AFTER_AGENT_STARTED
-from tests.support.faults import (
-    completed_attempts,
-    kill_hard,
-    private_dev_server,
-    time_skipping_environment,
-    wait_for_file,
-    wait_for_started_activity,
-    worker_identity,
-    worker_process,
-    worker_processes,
-)
+from tests.support.faults import completed_attempts, wait_for_started_activity, worker_identity
 from tests.support.kube import Cluster, eventually_async
 from tests.test_llm_error_handling import breaker_markers, breaker_state, error, llm_config, rewrite
 from vocabulary.contracts import (
@@ -62,6 +40,10 @@ from vocabulary.contracts import (
     ThreadRef,
 )
 from workers.config import HartflowConfig
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_activities
+from workers.testing.processes import kill_hard, wait_for_file, worker_process, worker_processes
+from workers.testing.temporal import private_dev_server, time_skipping_environment
 from workers.worker import SWEEPER_SCHEDULE_PREFIX, thread_store
 from workflows.run import RunView
 

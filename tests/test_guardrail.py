@@ -23,20 +23,7 @@ from middlewares.guardrail import (
     GuardrailsConfig,
 )
 from middlewares.run_settings import RunSettings
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    sole_thread_state,
-    start_run,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, sole_thread_state, start_run
 from vocabulary.contracts import (
     GUARDRAIL_EVALUATE,
     GuardrailDecision,
@@ -45,6 +32,8 @@ from vocabulary.contracts import (
     GuardrailRequest,
 )
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 
 ALLOWLIST = "deerflow.guardrails.builtin:AllowlistProvider"
 DENY_WORDS = "tests.support.guardrail_providers:DenyWords"

@@ -8,19 +8,9 @@ from typing import Any
 from temporalio.client import Client
 
 from middlewares.chain import build_lead_chain, describe
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    sole_thread_state,
-    start_run,
-    tool_call,
-    write_script,
-)
+from tests.support import sole_thread_state, start_run
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 
 RECORDERS = [f"tests.support.recording_middlewares:Recorder{x}" for x in "ABC"]
 

@@ -13,22 +13,21 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from tests.support import (
+from tests.support import start_run
+from workers.cli import run_command
+from workers.devserver import find_temporal_cli
+from workers.testing import (
     answer,
     ask_clarification,
     calls,
-    history_events,
     make_config,
     running_worker,
-    scheduled_activities,
     settle,
-    start_run,
     tool_call,
     unique,
     write_script,
 )
-from workers.cli import run_command
-from workers.devserver import find_temporal_cli
+from workers.testing.history import history_events, scheduled_activities
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunView
 

@@ -24,9 +24,10 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from activities.sandbox.remote import TOKEN_ENV
-from tests.support import answer, make_config, running_worker, settle, start_run, unique, write_script
+from tests.support import start_run
 from tests.support.kube import REPO, eventually_async
 from workers.config import HartflowConfig, load_config
+from workers.testing import answer, make_config, running_worker, settle, unique, write_script
 
 K8S = REPO / "k8s"
 BIN = Path(sys.executable).parent

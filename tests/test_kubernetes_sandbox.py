@@ -39,24 +39,14 @@ from activities.sandbox.kubernetes import (
     service_name,
 )
 from activities.sandbox.remote import SandboxUnavailableError
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
-from tests.support.faults import kill_hard, worker_process
+from tests.support import start_run
 from tests.support.kube import REPO, Cluster, eventually, eventually_async
 from vocabulary.contracts import SANDBOX_RELEASE, ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_activities
+from workers.testing.processes import kill_hard, worker_process
 from workers.worker import SWEEPER_SCHEDULE_PREFIX, ensure_sweeper_schedule, thread_store
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult
 

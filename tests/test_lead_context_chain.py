@@ -13,8 +13,9 @@ from temporalio.client import Client, WorkflowFailureError
 
 from middlewares.chain import build_lead_chain, describe
 from middlewares.run_settings import RunSettings
-from tests.support import calls, make_config, running_worker, settle, start_run, tool_call, write_script
+from tests.support import start_run
 from workers.cli import run_command
+from workers.testing import calls, make_config, running_worker, settle, tool_call, write_script
 
 MINE = ["DynamicContext", "SkillActivation", "TodoList", "TokenUsage", "DeferredToolFilter"]
 ALL_ON: dict[str, Any] = {

@@ -16,18 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.llm_error_handling import AUTH_TEXT, BURST_TEXT, CIRCUIT_OPEN_TEXT, UNAVAILABLE_TEXT
-from tests.support import (
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    thread_state,
-    wait_for_history_event,
-    write_script,
-)
+from tests.support import start_run, thread_state, wait_for_history_event
 from vocabulary.breaker import (
     ACQUIRE_UPDATE,
     REPORT_SIGNAL,
@@ -41,6 +30,8 @@ from vocabulary.breaker import (
 )
 from vocabulary.contracts import LLM_BREAKER_CHECK, LLM_BREAKER_REPORT
 from workers.config import HartflowConfig
+from workers.testing import answer, make_config, running_worker, settle, write_script
+from workers.testing.history import history_events, scheduled_activities
 from workflows.run import RunView
 
 

@@ -21,22 +21,11 @@ from middlewares.loop_detection import (
     hash_typed_calls,
     typed_tool_calls,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    scheduled_inputs,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities, scheduled_inputs
 
 
 def _call(name: str, call_id: str = "c", **args: Any) -> dict[str, Any]:

@@ -17,31 +17,15 @@ from temporalio.client import Client
 
 from activities.thread_store import FilesystemThreadStore
 from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware, ToolSearchConfig, blocked_message
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    scheduled_inputs,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
-from tests.support.mcp_servers import (
-    SupervisedHttpServer,
-    git_server,
-    make_repository,
-    our_server_stdio,
-    time_server,
-)
+from tests.support import start_run
+from tests.support.mcp_servers import SupervisedHttpServer, make_repository, our_server_stdio
 from tests.support.mcp_test_server import tiny_png
 from vocabulary.contracts import McpCallInput, ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState
 from workers.config import HartflowConfig
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_activities, scheduled_inputs
+from workers.testing.mcp import git_server, time_server
 
 SECRET = "s3cr3t-api-key-do-not-leak"
 

@@ -20,12 +20,12 @@ from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware
 from middlewares.mcp_routing import McpRoutingMiddleware
 from middlewares.run_settings import RunSettings
 from tests.support import StubRunContext
-from tests.support.mcp_servers import time_server
 from tests.support.mcp_test_server import tiny_png
 from vocabulary.contracts import McpListToolsResult, McpServerTools, McpToolInfo, ThreadRef
 from vocabulary.state import ThreadState
 from vocabulary.tools import ToolSpec
 from workers.config import ConfigError, load_config
+from workers.testing.mcp import time_server
 from workflows.mcp_tools import tool_spec, usable_tools
 
 TIME = build_index(

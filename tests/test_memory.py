@@ -15,20 +15,7 @@ from temporalio.client import Client
 from activities.memory_store import load_memory
 from activities.storage.filesystem import FilesystemObjectStore
 from middlewares.memory import MemoryConfig, MemoryMiddleware, filter_messages_for_memory
-from tests.support import (
-    StubRunContext,
-    activity_error,
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    unique,
-    wait_for_history_event,
-    write_script,
-)
+from tests.support import StubRunContext, activity_error, start_run, wait_for_history_event
 from vocabulary.contracts import (
     MEMORY_ENQUEUE,
     MEMORY_WORKFLOW_ID_PREFIX,
@@ -38,6 +25,8 @@ from vocabulary.contracts import (
     ModelCallInput,
 )
 from vocabulary.state import ThreadState
+from workers.testing import answer, make_config, running_worker, settle, unique, write_script
+from workers.testing.history import history_events, scheduled_inputs
 from workflows.memory_update import (
     MESSAGE_MAX_CHARS,
     MemoryUpdateError,

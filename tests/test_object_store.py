@@ -20,8 +20,8 @@ from activities.storage import (
 )
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.s3 import S3ObjectStore, S3Settings
-from tests.support.s3server import S3Server, s3_storage_settings
 from workers.config import load_config, open_object_store
+from workers.testing.s3 import S3Server, s3_storage_settings
 
 
 @pytest.fixture(params=["filesystem", "s3"])

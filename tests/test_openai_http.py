@@ -25,15 +25,17 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.llm_error_handling import AUTH_TEXT, UNAVAILABLE_TEXT
-from tests.support import history_events, make_config, running_worker, settle, start_run, thread_state, unique
+from tests.support import start_run, thread_state
 from tests.support.deerflow_config import deerflow_models
 from tests.support.fake_openai import FakeOpenAI, Reply, completion, error_reply, raw_tool_call
-from tests.support.faults import worker_process
 from vocabulary.breaker import STATE_QUERY, BreakerState, breaker_workflow_id
 from workers.cli import run_command
 from workers.config import HartflowConfig, load_config
 from workers.devserver import free_port
 from workers.models import select_model
+from workers.testing import make_config, running_worker, settle, unique
+from workers.testing.history import history_events
+from workers.testing.processes import worker_process
 from workflows.run import RunView
 
 KEY_VARIABLE = "FAKE_PROVIDER_API_KEY"

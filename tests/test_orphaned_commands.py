@@ -23,16 +23,10 @@ from activities.paths import ThreadPaths
 from activities.sandbox.base import CURRENT_TOOL_ATTEMPT, Sandbox, ToolAttempt
 from activities.sandbox.command_ledger import MARKER_VARIABLE, CommandLedger, dies_with_worker
 from activities.sandbox.local import COMMAND_LEDGER_DIR, LocalSandboxProvider
-from tests.support import answer, calls, make_config, start_run, tool_call, write_script
-from tests.support.faults import (
-    POLL_SECONDS,
-    REPO,
-    kill_hard,
-    process_alive,
-    wait_for_exit,
-    wait_for_file,
-    worker_process,
-)
+from tests.support import start_run
+from tests.support.faults import process_alive, wait_for_exit
+from workers.testing import answer, calls, make_config, tool_call, write_script
+from workers.testing.processes import POLL_SECONDS, REPO, kill_hard, wait_for_file, worker_process
 
 pytestmark = pytest.mark.skipif(dies_with_worker() is None, reason="PR_SET_PDEATHSIG and /proc are Linux's")
 

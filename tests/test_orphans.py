@@ -23,26 +23,13 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from tests.conftest import _WorkflowTaskFailures
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    scheduled_inputs,
-    settle,
-    start_run,
-    thread_state,
-    tool_call,
-    unique,
-    write_script,
-)
-from tests.support.history import replay
+from tests.support import start_run, thread_state
 from vocabulary.contracts import THREAD_COMMIT, THREAD_LOAD, ThreadCommitInput, ThreadLoadInput
 from workers.devserver import free_port
 from workers.payloads import client_for
 from workers.stack import Stack
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, replay, scheduled_activities, scheduled_inputs
 from workers.worker import build_worker
 from workers.worker_stop import cached_runs, running
 from workflows.run import ReplyInput, RunView, RunWorkflow

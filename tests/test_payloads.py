@@ -19,8 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.payloads import PAYLOAD_PREFIX, thread_payload_keys
 from activities.transcripts import TranscriptError, TranscriptStore, thread_blob_prefix
-from tests.support import answer, calls, make_config, running_worker, start_run, tool_call, unique, write_script
-from tests.support.history import chain_histories, external_size, payloads_in, turn_costs
+from tests.support import start_run
 from vocabulary.contracts import ThreadRef
 from vocabulary.state import ThreadState
 from vocabulary.transcript import (
@@ -34,6 +33,8 @@ from vocabulary.transcript import (
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig, open_object_store
 from workers.payloads import client_for, data_converter_for
+from workers.testing import answer, calls, make_config, running_worker, tool_call, unique, write_script
+from workers.testing.history import chain_histories, external_size, payloads_in, turn_costs
 from workers.worker import thread_store
 from workflows.run import RunView
 

@@ -25,11 +25,12 @@ from activities.storage.s3 import S3ObjectStore
 from activities.thread_files import ThreadFiles
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
-from tests.support import answer, calls, make_config, running_worker, settle, start_run, tool_call, unique, write_script
+from tests.support import start_run
 from tests.support.kube import REPO, Cluster
-from tests.support.s3server import S3Server
 from vocabulary.contracts import ExternalizeInput, SandboxReleaseInput, ThreadRef, ToolCallInput
 from workers.config import HartflowConfig
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.s3 import S3Server
 from workers.worker import thread_store
 from workflows.run import ReplyInput, RunView
 

@@ -12,9 +12,10 @@ import pytest
 from temporalio.client import Client
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from tests.support import answer, calls, make_config, running_worker, start_run, tool_call, unique, write_script
+from tests.support import start_run
 from workers.cli import run_command
 from workers.config import HartflowConfig
+from workers.testing import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from workflows.run import PROGRESS_TOPIC
 
 

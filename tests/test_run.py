@@ -12,21 +12,19 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from tests.support import (
+from tests.support import start_run, thread_state
+from workers.testing import (
     answer,
     ask_clarification,
     calls,
-    history_events,
     make_config,
     running_worker,
-    scheduled_activities,
     settle,
-    start_run,
-    thread_state,
     tool_call,
     unique,
     write_script,
 )
+from workers.testing.history import history_events, scheduled_activities
 from workflows.run import ReplyInput, RunView
 
 

@@ -17,21 +17,12 @@ from temporalio.exceptions import ApplicationError
 from activities.run_archive import load_run_archive, read_run_archive, run_archive_key, store_run_archive
 from activities.storage.filesystem import FilesystemObjectStore
 from middlewares.chain import build_lead_chain, describe
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    tool_call,
-    write_script,
-)
+from tests.support import start_run
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput, ThreadRef
 from workers.config import HartflowConfig, open_object_store
 from workers.progress import follow
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 from workers.worker import connect
 from workflows.run import PROGRESS_TOPIC, ReplyInput
 from workflows.run_archive import PART_BUDGET_CHARS, _slices

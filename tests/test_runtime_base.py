@@ -12,7 +12,8 @@ from temporalio.client import Client
 
 from middlewares.chain import describe, runtime_base
 from middlewares.run_settings import RunSettings
-from tests.support import answer, make_config, running_worker, settle, start_run, write_script
+from tests.support import start_run
+from workers.testing import answer, make_config, running_worker, settle, write_script
 
 BASE = [
     "ToolOutputBudget",

@@ -24,20 +24,10 @@ from middlewares.safety_finish_reason import (
     SafetyFinishReasonMiddleware,
     SafetyTermination,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 
 CONTENT_FILTER_TEXT = SUPPRESSED_TEXT.format(
     reason_field="finish_reason", reason_value="content_filter", detector="openai_compatible_content_filter"

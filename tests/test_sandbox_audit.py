@@ -14,21 +14,10 @@ from temporalio.client import Client
 
 from middlewares.base import ToolCallRequest, ToolResult
 from middlewares.sandbox_audit import SandboxAuditMiddleware, classify_command, validate_input
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    sole_thread_state,
-    start_run,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, sole_thread_state, start_run
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 
 # -- classification --------------------------------------------------------------------------------------
 

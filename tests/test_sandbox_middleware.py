@@ -12,21 +12,8 @@ from temporalio.client import Client, WorkflowFailureError
 
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.sandbox import SandboxConfig, SandboxMiddleware
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
-from tests.support.faults import wait_for_exit, wait_for_file
+from tests.support import StubRunContext, start_run, thread_state
+from tests.support.faults import wait_for_exit
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
@@ -35,6 +22,9 @@ from vocabulary.contracts import (
     SandboxReleaseInput,
 )
 from vocabulary.state import SandboxConflictError, ThreadState, apply_update
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
+from workers.testing.processes import wait_for_file
 
 # -- unit: the hooks -------------------------------------------------------------------------------------
 

@@ -21,24 +21,12 @@ from middlewares.skill_activation import (
     activation_envelope,
     parse_slash_command,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    scheduled_inputs,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import StubRunContext, start_run
 from vocabulary.contracts import ModelCallInput, SkillLoadInput, SkillLoadResult, ThreadRef
 from vocabulary.state import ThreadState
 from workers.cli import run_command
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_activities, scheduled_inputs
 
 SKILL_MD = """---
 name: {name}

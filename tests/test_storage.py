@@ -22,20 +22,8 @@ from activities.memory_store import load_memory, save_memory
 from activities.storage import ObjectStore, StorageConfigError
 from activities.storage.payloads import encode_segment
 from activities.thread_store import KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
-from tests.support import (
-    answer,
-    ask_clarification,
-    calls,
-    make_config,
-    running_worker,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import start_run
 from tests.support.faults import completed_attempts
-from tests.support.s3server import S3Server
 from vocabulary.contracts import ThreadCommitInput, ThreadRef
 from vocabulary.messages import HumanMessage
 from vocabulary.state import ThreadState
@@ -43,6 +31,18 @@ from vocabulary.workflow_ids import run_workflow_id
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
 from workers.devserver import free_port, port_answers
+from workers.testing import (
+    answer,
+    ask_clarification,
+    calls,
+    make_config,
+    running_worker,
+    settle,
+    tool_call,
+    unique,
+    write_script,
+)
+from workers.testing.s3 import S3Server
 from workers.worker import thread_store
 
 

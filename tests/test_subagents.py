@@ -13,18 +13,9 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.worker import Replayer
 
 from middlewares.subagent_limit import LIMIT_REACHED_NOTICE
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
+from tests.support import start_run, thread_state
+from workers.testing import answer, calls, make_config, running_worker, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 from workers.worker import WORKFLOWS, workflow_runner
 from workflows.delegation import SUBAGENT_WORKFLOW_NAME, child_workflow_id
 

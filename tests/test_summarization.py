@@ -30,24 +30,12 @@ from middlewares.summarization import (
     SummarizationConfig,
     SummarizationMiddleware,
 )
-from tests.support import (
-    StubRunContext,
-    activity_error,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, activity_error, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.messages import REMOVE_ALL_MESSAGES
 from vocabulary.state import ThreadState, apply_update
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_inputs
 
 SKILL = "/mnt/skills/public/research/SKILL.md"
 

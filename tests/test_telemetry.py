@@ -23,19 +23,19 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from middlewares.chain import build_lead_chain
-from tests.support import (
+from tests.support import start_run
+from workers import telemetry
+from workers.devserver import free_port
+from workers.testing import (
     answer,
     ask_clarification,
     calls,
     make_config,
     running_worker,
     settle,
-    start_run,
     tool_call,
     write_script,
 )
-from workers import telemetry
-from workers.devserver import free_port
 from workers.worker import connect
 from workflows.run import ReplyInput, RunView
 

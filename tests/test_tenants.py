@@ -24,8 +24,6 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
-from tests.support import answer, ask_clarification, make_config, running_worker, write_script
-from tests.support.inprocess_api import serving_api
 from vocabulary.breaker import WORKFLOW_NAME as BREAKER_WORKFLOW
 from vocabulary.breaker import breaker_workflow_id
 from vocabulary.contracts import MEMORY_WORKFLOW, MEMORY_WORKFLOW_ID_PREFIX
@@ -33,6 +31,7 @@ from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.config import HartflowConfig, open_object_store
 from workers.models import select_model
 from workers.payloads import client_for
+from workers.testing import answer, ask_clarification, make_config, running_worker, serving_api, write_script
 from workers.worker import WORKFLOWS, connect, workflow_runner
 from workflows import search_attributes as sa
 from workflows.run import WORKFLOW_NAME, RunInput, RunWorkflow

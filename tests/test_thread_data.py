@@ -11,19 +11,11 @@ from temporalio.client import Client
 
 from activities.thread_data import ThreadDataActivities
 from middlewares.thread_data import ThreadDataConfig, ThreadDataMiddleware
-from tests.support import (
-    StubRunContext,
-    answer,
-    make_config,
-    running_worker,
-    settle,
-    start_run,
-    thread_state,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.contracts import THREAD_ENSURE_DIRS, ThreadDirsInput, ThreadDirsResult, ThreadRef
 from vocabulary.paths import InvalidIdError, thread_dir, user_data_dirs
 from vocabulary.state import ThreadState
+from workers.testing import answer, make_config, running_worker, settle, write_script
 
 PATHS = {
     "workspace_path": "users/default/threads/thread-1/user-data/workspace",

@@ -4,7 +4,7 @@ tool), is never followed by the API's artifact and upload routes (both storage b
 worker's working copy sync, the local sandbox, or a thread's deletion. Refusals are a 4xx with a one-line detail
 and nothing written; no route answers 5xx or logs a traceback.
 
-Real components throughout: the API on a real uvicorn (``tests/support/inprocess_api.py``), the filesystem and
+Real components throughout: the API on a real uvicorn (``workers/testing/inprocess_api.py``), the filesystem and
 S3 stores, the local sandbox provider. The pod's ``/v1/files`` is covered in ``tests/test_sandbox_server.py``.
 """
 
@@ -30,11 +30,10 @@ from activities.sandbox.local import LocalSandboxProvider
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_files import ThreadFiles
 from activities.thread_lifecycle import delete_thread
-from tests.support import make_config
-from tests.support.inprocess_api import serving_api
 from vocabulary.contracts import ThreadRef
 from workers.cli import run_command
 from workers.config import open_object_store
+from workers.testing import make_config, serving_api
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 

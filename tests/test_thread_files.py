@@ -22,19 +22,7 @@ from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from activities.uploads import store_uploads
 from middlewares.tool_output_budget import externalized_filename
-from tests.support import (
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
-from tests.support.s3server import S3Server
+from tests.support import start_run
 from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
@@ -50,6 +38,9 @@ from vocabulary.contracts import (
 )
 from workers.config import HartflowConfig, open_object_store
 from workers.payloads import client_for
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events
+from workers.testing.s3 import S3Server
 from workflows.run import ReplyInput, RunView
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))

@@ -17,21 +17,11 @@ from middlewares.title import (
     should_title,
     title_prompt,
 )
-from tests.support import (
-    StubRunContext,
-    activity_error,
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    thread_state,
-    write_script,
-)
+from tests.support import StubRunContext, activity_error, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.state import ThreadState
+from workers.testing import answer, make_config, running_worker, settle, write_script
+from workers.testing.history import history_events, scheduled_activities
 
 REMINDER = {"hide_from_ui": True, "dynamic_context_reminder": True}
 

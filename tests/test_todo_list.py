@@ -21,23 +21,11 @@ from middlewares.todo_list import (
     context_loss_reminder,
     has_tool_intent,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    scheduled_inputs,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import StubRunContext, start_run
 from vocabulary.contracts import ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_activities, scheduled_inputs
 
 PLAN = {"run": {"plan_mode": True}}
 TODOS = [{"content": "Draft", "status": "in_progress"}, {"content": "Review", "status": "pending"}]

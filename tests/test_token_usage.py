@@ -12,20 +12,10 @@ from temporalio.client import Client
 
 from activities.thread_store import FilesystemThreadStore
 from middlewares.token_usage import TokenUsageMiddleware, attribution, todo_actions
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    make_config,
-    running_worker,
-    settle,
-    start_run,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import StubRunContext, start_run
 from vocabulary.contracts import ThreadRef
 from vocabulary.state import ThreadState, apply_update
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
 
 
 def _todo(content: str, status: str) -> dict[str, str]:

@@ -15,22 +15,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from middlewares._tool_meta import TOOL_META_KEY, classify_error_text, tool_result_meta
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    sole_thread_state,
-    start_run,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, sole_thread_state, start_run
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_inputs
 
 
 def _request(name: Any = "web_search", call_id: Any = "call-1") -> ToolCallRequest:

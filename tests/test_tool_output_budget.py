@@ -28,22 +28,11 @@ from middlewares.tool_output_budget import (
     tool_text,
     truncate_head_tail,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_activities,
-    settle,
-    start_run,
-    thread_state,
-    tool_call,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput, ExternalizeResult, ThreadRef
 from vocabulary.state import ThreadState
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
+from workers.testing.history import history_events, scheduled_activities
 
 DEFAULT = ToolOutputConfig()
 RESULTS = "/mnt/user-data/outputs/.tool-results"

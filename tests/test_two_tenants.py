@@ -47,13 +47,22 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.memory_store import empty_memory, save_memory
 from activities.storage import ObjectStore
 from activities.storage.payloads import encode_segment
-from tests.support import answer, ask_clarification, calls, make_config, running_worker, tool_call, unique, write_script
-from tests.support.inprocess_api import serving_api
 from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.api.app import PREFIXES, create_app
 from workers.cli import run_command
 from workers.cli.parser import COMMANDS
 from workers.config import HartflowConfig, open_object_store
+from workers.testing import (
+    answer,
+    ask_clarification,
+    calls,
+    make_config,
+    running_worker,
+    serving_api,
+    tool_call,
+    unique,
+    write_script,
+)
 from workers.worker import connect
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}

@@ -25,19 +25,7 @@ from middlewares.uploads import (
     format_size,
     with_envelope,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    thread_state,
-    unique,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.contracts import (
     UPLOADS_LIST,
     ModelCallInput,
@@ -49,6 +37,8 @@ from vocabulary.contracts import (
 )
 from vocabulary.state import ThreadState
 from workers.cli import run_command
+from workers.testing import answer, make_config, running_worker, settle, unique, write_script
+from workers.testing.history import history_events, scheduled_inputs
 
 GUIDANCE = """To work with these files:
 - Read from the file first — use the outline line numbers and `read_file` to locate relevant sections.

@@ -25,21 +25,7 @@ from middlewares.view_image import (
     is_image_context,
     should_inject,
 )
-from tests.support import (
-    StubRunContext,
-    answer,
-    calls,
-    history_events,
-    make_config,
-    running_worker,
-    scheduled_inputs,
-    settle,
-    start_run,
-    thread_state,
-    tool_call,
-    unique,
-    write_script,
-)
+from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
@@ -53,6 +39,8 @@ from vocabulary.contracts import (
     ViewedImage,
 )
 from vocabulary.state import ThreadState, apply_update
+from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
+from workers.testing.history import history_events, scheduled_inputs
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 JPEG = b"\xff\xd8\xff\xe0" + bytes(32)

@@ -21,10 +21,10 @@ from playwright.async_api import Browser, Page, async_playwright
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from workers.cli import run_command
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.testing import answer, calls, make_config, running_worker, tool_call, unique, write_script
 
 CHROMIUM = Path("/usr/bin/chromium")
 SCREENSHOT_ENV = "WEBUI_SCREENSHOT"

@@ -26,10 +26,10 @@ from temporalio.worker import Replayer
 
 from bench.soak.clients import Clients
 from bench.soak.scenarios import Scenario, state_problems
-from tests.support import scheduled_activities
 from vocabulary.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE, TOOL_EXECUTE
 from vocabulary.workflow_ids import run_workflow_id
 from workers.payloads import data_converter_for
+from workers.testing.history import scheduled_activities
 from workers.worker import WORKFLOWS, workflow_runner
 
 TRACEBACK = "Traceback (most recent call last)"

@@ -18,12 +18,12 @@ from typing import Any
 
 import yaml
 
-from tests.support import make_config
-from tests.support.api_server import ApiServer
-from tests.support.faults import WORKER_READY_LINE
-from tests.support.s3server import SECRET_KEY, S3Server, s3_storage_settings
 from workers.config import HartflowConfig
 from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.testing import make_config
+from workers.testing.api_server import ApiServer
+from workers.testing.processes import WORKER_READY_LINE
+from workers.testing.s3 import SECRET_KEY, S3Server, s3_storage_settings
 
 REPO = Path(__file__).resolve().parents[2]
 HEARTBEAT_SECONDS = 5

@@ -1,18 +1,16 @@
-"""Helpers shared by the test modules: configs pointed at the session's dev server, scripts, runs, workers."""
+"""Helpers only the test modules share: starting a run, a stub run context for hook unit tests, and reading a
+thread's committed state. What an extension's tests need too (servers, configs, scripts, workers, histories)
+is in ``workers.testing``."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import json
 import random
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, RetryState
@@ -21,79 +19,13 @@ from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_store import FilesystemThreadStore
 from middlewares.context import ActivityOptions, RunContext
 from middlewares.run_settings import RunSettings
-from tests.support.history import fill_transcript_messages
-from vocabulary.contracts import ModelCallInput, ThreadRef
+from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
-from workers.config import HartflowConfig, load_config
+from workers.config import HartflowConfig
 from workers.payloads import client_for
-from workers.worker import build_worker
-from workers.worker_stop import running
+from workers.testing import unique
 from workflows import search_attributes as sa
 from workflows.run import RunInput, RunView, RunWorkflow
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def make_config(home: Path, address: str, **overrides: Any) -> HartflowConfig:
-    run = overrides.pop("run", {})
-    sandbox = overrides.pop("sandbox", {})
-    storage = overrides.pop("storage", {})
-    return load_config(
-        overrides={
-            "storage": {"home": str(home), **storage},
-            "temporal": {"address": address, "task_queue": unique("tq")},
-            "sandbox": {"allow_host_bash": True, **sandbox},
-            "run": {"model_call": {"heartbeat_seconds": 5}, "tool_call": {"heartbeat_seconds": 5}, **run},
-            **overrides,
-        },
-        environ={},
-    )
-
-
-def write_script(directory: Path, responses: list[dict[str, Any]], name: str | None = None) -> str:
-    path = directory / (name or f"{unique('script')}.json")
-    path.write_text(json.dumps({"responses": responses}), encoding="utf-8")
-    return f"scripted:{path}"
-
-
-def tool_call(name: str, call_id: str | None = None, **args: Any) -> dict[str, Any]:
-    return {"name": name, "args": args, "id": call_id or unique("call")}
-
-
-def answer(text: str) -> dict[str, Any]:
-    return {"content": text, "response_metadata": {"finish_reason": "stop"}}
-
-
-def calls(*tool_calls: dict[str, Any], content: str = "") -> dict[str, Any]:
-    return {
-        "content": content,
-        "tool_calls": list(tool_calls),
-        "response_metadata": {"finish_reason": "tool_calls"},
-    }
-
-
-def ask_clarification(
-    question: str = "Which colour?",
-    *,
-    call_id: str | None = "ask1",
-    options: list[str] | None = None,
-    clarification_type: str = "approach_choice",
-) -> dict[str, Any]:
-    """A scripted model turn that asks the user (``ask_clarification``); ``options`` only when given."""
-    args: dict[str, Any] = {"question": question, "clarification_type": clarification_type}
-    if options:
-        args["options"] = options
-    return calls(tool_call("ask_clarification", call_id, **args))
-
-
-@contextlib.asynccontextmanager
-async def running_worker(client: Client, config: HartflowConfig, **options: Any) -> AsyncIterator[None]:
-    """A worker for ``config`` on ``client``'s connection, with ``config``'s converter (its claim check). It stops
-    as every in-process worker does: no run it cached outlives it (``workers/worker_stop.py``)."""
-    async with running(build_worker(client_for(client, config), config, **options)):
-        yield
 
 
 async def start_run(
@@ -127,46 +59,6 @@ async def start_run(
             ]
         ),
     )
-
-
-async def settle(handle: WorkflowHandle[Any, Any]) -> RunView:
-    """Wait (event-driven, through the run's update) until the run pauses or ends."""
-    view: RunView = await handle.execute_update("wait_settled", result_type=RunView)
-    return view
-
-
-async def history_events(handle: WorkflowHandle[Any, Any]) -> list[Any]:
-    return [event async for event in handle.fetch_history_events()]
-
-
-def scheduled_activities(events: list[Any]) -> list[tuple[str, str]]:
-    """(activity type, summary) of every ActivityTaskScheduled event, in order."""
-    result = []
-    for event in events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
-            result.append(
-                (
-                    event.activity_task_scheduled_event_attributes.activity_type.name,
-                    json.loads(summary or '""'),
-                )
-            )
-    return result
-
-
-async def scheduled_inputs(client: Client, events: list[Any], activity: str, input_type: type[Any]) -> list[Any]:
-    """The decoded input of every ActivityTaskScheduled event of ``activity``, in order."""
-    inputs = []
-    for event in events:
-        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-            continue
-        attributes = event.activity_task_scheduled_event_attributes
-        if attributes.activity_type.name == activity:
-            [decoded] = await client.data_converter.decode(list(attributes.input.payloads), [input_type])
-            inputs.append(decoded)
-    if input_type is ModelCallInput:
-        fill_transcript_messages(inputs)  # agent calls send their messages by reference
-    return inputs
 
 
 class StubRunContext(RunContext):

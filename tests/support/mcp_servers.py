@@ -1,5 +1,6 @@
-"""MCP servers for the tests: the published ones (``mcp-server-time``, ``mcp-server-git``, from the test extra)
-and ours (``tests/support/mcp_test_server.py``) over streamable HTTP, kept running by a small supervisor."""
+"""Our MCP test server (``tests/support/mcp_test_server.py``) for the tests, over stdio or over streamable HTTP
+kept running by a small supervisor, and a git repository for the published git server
+(``workers.testing.mcp``)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from workers.devserver import free_port, port_answers
-
-BIN = Path(sys.executable).parent
-
-
-def time_server() -> dict[str, Any]:
-    return {"command": str(BIN / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}
-
-
-def git_server(repository: Path) -> dict[str, Any]:
-    return {"command": str(BIN / "mcp-server-git"), "args": ["--repository", str(repository)]}
 
 
 def our_server_stdio(marker: Path) -> dict[str, Any]:

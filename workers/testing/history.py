@@ -1,5 +1,6 @@
-"""History measurements shared by the payload tests and ``bench/history_size.py``: a run chain's events across
-continue-as-new, the history bytes each turn adds, and every payload an event carries."""
+"""A run's history, read back: its events (across continue-as-new too), the activities it scheduled and their
+decoded inputs (the messages a model call was sent), the history bytes each turn adds and every payload an event
+carries (the payload tests, ``bench/history_size.py``), and a replay against the current workflow code."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
-from langchain_core.messages import messages_from_dict
+from langchain_core.messages import AnyMessage, messages_from_dict
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
@@ -20,6 +21,40 @@ from temporalio.worker import Replayer
 from vocabulary import transcript
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from workers.worker import WORKFLOWS, workflow_runner
+
+
+async def history_events(handle: WorkflowHandle[Any, Any]) -> list[Any]:
+    return [event async for event in handle.fetch_history_events()]
+
+
+def scheduled_activities(events: list[Any]) -> list[tuple[str, str]]:
+    """(activity type, summary) of every ActivityTaskScheduled event, in order."""
+    result = []
+    for event in events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
+            result.append(
+                (
+                    event.activity_task_scheduled_event_attributes.activity_type.name,
+                    json.loads(summary or '""'),
+                )
+            )
+    return result
+
+
+async def scheduled_inputs(client: Client, events: list[Any], activity: str, input_type: type[Any]) -> list[Any]:
+    """The decoded input of every ActivityTaskScheduled event of ``activity``, in order."""
+    inputs = []
+    for event in events:
+        if event.event_type != EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            continue
+        attributes = event.activity_task_scheduled_event_attributes
+        if attributes.activity_type.name == activity:
+            [decoded] = await client.data_converter.decode(list(attributes.input.payloads), [input_type])
+            inputs.append(decoded)
+    if input_type is ModelCallInput:
+        fill_transcript_messages(inputs)  # agent calls send their messages by reference
+    return inputs
 
 
 async def chain_histories(client: Client, workflow_id: str, first_run_id: str) -> list[list[Any]]:
@@ -85,7 +120,7 @@ def payloads_in(message: Message) -> Iterator[Payload]:
     for field, value in message.ListFields():
         if field.type != FieldDescriptor.TYPE_MESSAGE:
             continue
-        if field.message_type.GetOptions().map_entry:
+        if field.message_type is not None and field.message_type.GetOptions().map_entry:
             items = [item for item in value.values() if isinstance(item, Message)]
         elif field.is_repeated:
             items = list(value)
@@ -125,7 +160,8 @@ def fill_transcript_messages(calls: list[ModelCallInput]) -> None:
             call.system_message, call.tools = transcript.parse_preamble(preambles[ref.preamble])
         bodies.update(ref.bodies)
         manifest = ref.digest
-        call.messages = list(messages_from_dict([json.loads(bodies[message_id]) for message_id in ids]))
+        messages = messages_from_dict([json.loads(bodies[message_id]) for message_id in ids])
+        call.messages = cast(list[AnyMessage], messages)
 
 
 async def replay(client: Client, handle: WorkflowHandle[Any, Any]) -> None:
