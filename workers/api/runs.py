@@ -17,7 +17,6 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response
 from sse_starlette.sse import EventSourceResponse
 from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 
 from activities.storage import StorageError
 from vocabulary.contracts import ThreadRef
@@ -27,6 +26,7 @@ from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.starting import RunCreate, begin, stream_modes
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
 from workers.api.threads import require_record
+from workers.client.runs import Runs
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10
@@ -139,13 +139,7 @@ def _run_handle(context: ApiContext, record: records.RunRecord) -> WorkflowHandl
 
 async def _cancel(context: ApiContext, record: records.RunRecord) -> bool:
     """Ask the run's chain to cancel; ``False`` when it is gone (closed, or replaced by a newer run's chain)."""
-    try:
-        await _run_handle(context, record).cancel()
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return False
-    return True
+    return await Runs(context.client).cancel(record.workflow_id, first_execution_run_id=record.workflow_run_id or None)
 
 
 def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[str, str]) -> StreamingResponse:

@@ -20,29 +20,22 @@ from typing import Any, Literal
 
 from fastapi import HTTPException
 from pydantic import Field, ValidationError, field_validator
-from temporalio.client import WorkflowQueryRejectedError, WorkflowUpdateFailedError
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.client import WorkflowQueryRejectedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
-from vocabulary.human_input import ReplyConflictError
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
 from workers.api.limits import ApiBody
 from workers.api.outages import riding_out, storage_down
+from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
-from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem
+from workflows.run import ReplyInput, message_problem
 
 STREAM_MODES = ("values", "messages-tuple", "updates", "custom")
 
@@ -259,27 +252,15 @@ async def _stream_offset(context: ApiContext, workflow_id: str) -> int:
 async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> None:
     """Send the reply; a pause that another request answered first (many clients resuming at once) is 409."""
     try:
-        await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
-    except WorkflowUpdateFailedError as exc:
-        if _root_type(exc) == ReplyConflictError.__name__:
-            raise HTTPException(409, f"{_ANSWERED}: {_root(exc)}") from None
-        raise HTTPException(422, f"reply refused: {_root(exc)}") from None
+        await Runs(context.client).reply(workflow_id, reply)
+    except ReplyRefused as exc:
+        if exc.answered_already:
+            raise HTTPException(409, f"{_ANSWERED}: {exc}") from None
+        raise HTTPException(422, f"reply refused: {exc}") from None
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
         raise HTTPException(409, _ANSWERED) from None  # closed since: its last segment ran to the end
-
-
-def _root_type(exc: BaseException) -> str | None:
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    return getattr(exc, "type", None)
-
-
-def _root(exc: BaseException) -> str:
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    return str(getattr(exc, "message", None) or exc)
 
 
 async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> records.RunRecord:
@@ -334,30 +315,14 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, body.option("model_name"))
-    model = chosen.spec
     settings = run_settings(context, body).model_copy(
         update={"model_capabilities": chosen.settings.model_capabilities}
     )
     message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
+    run = RunStart(thread, text, chosen.spec, settings, message_id=message_id,
+                   memo={records.RUN_MEMO: records.memo_of(record)})
     try:
-        handle = await context.client.start_workflow(
-            RunWorkflow.run,
-            RunInput(thread_id=thread.thread_id, user_id=thread.user_id, message=text, model=model,
-                     settings=settings, message_id=message_id),
-            id=record.workflow_id,
-            task_queue=context.config.temporal.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            memo={records.RUN_MEMO: records.memo_of(record)},
-            static_summary=f"{text.splitlines()[0][:120] if text else '(api run)'} · thread {thread.thread_id}",
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(sa.THREAD_ID, thread.thread_id),
-                SearchAttributePair(sa.USER_ID, thread.user_id),
-                SearchAttributePair(sa.STATUS, "running"),
-                SearchAttributePair(sa.MODEL, model),
-                SearchAttributePair(sa.TURNS, 0),
-            ]),
-        )
+        handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
     except WorkflowAlreadyStartedError:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is already active") from None
     return handle.first_execution_run_id or handle.result_run_id or ""

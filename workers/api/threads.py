@@ -15,10 +15,10 @@ from pydantic import Field
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 from vocabulary.paths import THREAD_ID_PATTERN
-from workers import thread_workflow
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
 from workers.api.limits import ApiBody, version_number
+from workers.client import threads
 
 router = APIRouter()
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
@@ -138,8 +138,8 @@ async def remove_thread(thread: Thread, context: Context) -> Response:
     if (await status.chain(context.client, thread)).active:
         raise HTTPException(409, f"thread {thread.thread_id} has an active run: cancel it first")
     try:
-        await thread_workflow.delete(context.client, context.objects, thread, context.config.home)
-    except thread_workflow.ThreadBusyError as exc:
+        await threads.delete(context.client, context.objects, thread, context.config.home)
+    except threads.ThreadBusyError as exc:
         raise HTTPException(409, str(exc)) from None
     return Response(status_code=204)
 
