@@ -12,7 +12,6 @@ one. Everything is checked before anything is written: a refused request starts 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -269,15 +268,13 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     body.modes()
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
-    if not await asyncio.to_thread(_thread_exists, context, thread):
+    ledger = context.ledger
+    if not await ledger.thread_exists(thread):
         if body.if_not_exists != "create":
             raise HTTPException(404, f"thread {thread.thread_id} not found")
-        record = records.new_thread_record(thread, {})
-        await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
-    current = await status.chain(context.client, thread)
-    paused = current.status == "awaiting_input"
-    committed = await asyncio.to_thread(context.store.record, thread) if paused else None
-    pending = status.pending_request((committed or {}).get("state"))
+        await ledger.save_thread(thread, records.new_thread_record(thread, {}))
+    current = await ledger.chain(thread)
+    pending = await ledger.pending_request(thread, current)
     reply = reply_for(body, pending, current, context.config.run.max_message_chars)
     if reply is not None:
         assert current.first_run_id is not None and current.workflow_id is not None
@@ -287,7 +284,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
         record = _record(thread, body, workflow_id, current.first_run_id, offset)
         # The run took the reply: its record must follow, through a storage outage too (no memo has it).
         await riding_out(
-            lambda: asyncio.to_thread(records.save_run_record, context.objects, thread, record),
+            lambda: ledger.save_run(thread, record),
             f"recording run {record.run_id}",
             outage=storage_down,
             service="storage",
@@ -299,13 +296,9 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
     record.workflow_run_id = await _start(context, thread, body, record)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
-    await asyncio.to_thread(_finalize_previous, context, thread, current)
-    await asyncio.to_thread(records.save_run_record, context.objects, thread, record)
+    await ledger.finalize_previous(thread, current)
+    await ledger.save_run(thread, record)
     return record
-
-
-def _thread_exists(context: ApiContext, thread: ThreadRef) -> bool:
-    return records.thread_record(context.objects, thread) is not None or context.store.exists(thread)
 
 
 async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord) -> str:
@@ -326,21 +319,6 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
     except WorkflowAlreadyStartedError:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is already active") from None
     return handle.first_execution_run_id or handle.result_run_id or ""
-
-
-def _finalize_previous(context: ApiContext, thread: ThreadRef, previous: status.Chain) -> None:
-    """The previous chain is closed and a new one starts: its last run's status is now fixed, so write it down
-    (Temporal answers for the newest chain only)."""
-    if previous.first_run_id is None:
-        return
-    stored = records.run_records(context.objects, thread)
-    if (lost := records.unrecorded(stored, previous.started_by)) is not None:
-        stored.append(lost)  # its record never reached storage (records.py): now or never
-    for record in stored:
-        if record.workflow_run_id == previous.first_run_id and record.final_status is None:
-            record.final_status = status.run_status(record, previous, followed=False)
-            records.save_run_record(context.objects, thread, record)
-            return
 
 
 def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: str,

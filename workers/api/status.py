@@ -65,7 +65,7 @@ async def chain(client: Client, thread: ThreadRef) -> Chain:
     description = found.description
     attributes = description.typed_search_attributes
     first = description.raw_info.first_run_id or description.run_id
-    started_by = from_memo(await description.memo(), first)
+    started_by = from_memo(dict(await description.memo()), first)
     if description.status == WorkflowExecutionStatus.RUNNING:
         paused = attributes.get(sa.STATUS) == "awaiting_input"
         return Chain(first, "awaiting_input" if paused else "running", started_by, found.workflow_id)
