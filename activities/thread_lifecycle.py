@@ -8,7 +8,7 @@ What a thread owns, on either backend (:func:`thread_prefixes` is the one place 
   id is a whole key segment after ``wi``, so ``hartflow:u:a`` never matches ``hartflow:u:ab``).
 
 Which runs' payloads go is the caller's decision (:func:`stored_runs` lists them, the caller asks Temporal
-whose they are and whether they have closed, ``workers/thread_workflow.py``): the workflow id alone does not
+whose they are and whether they have closed, ``workers/client/threads.py``): the workflow id alone does not
 say, since runs started before ids were per user share ``hartflow-{thread}`` across users, and a run that
 starts while the thread is being deleted must keep its payloads.
 

@@ -2,8 +2,8 @@
 
 Configs come from ``workers.config.load_config``, clients from ``workers.worker.connect`` (so whatever data
 converter hartflow configures is used here too), workers from ``workers.worker.build_worker`` or the
-``hartflow worker`` process, and runs are started as ``RunWorkflow.run(RunInput(...))`` with a ``scripted:PATH``
-model.
+``hartflow worker`` process, and runs are started, answered and awaited through ``workers.client.runs`` (as the CLI
+and the API do) with a ``scripted:PATH`` model.
 """
 
 from __future__ import annotations
@@ -20,14 +20,13 @@ from typing import Any
 
 import yaml
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from vocabulary.workflow_ids import run_workflow_id
+from vocabulary.contracts import ThreadRef
+from workers.client.runs import Runs, RunStart
 from workers.config import HartflowConfig, load_config
 from workers.worker import build_worker
 from workers.worker_stop import running
-from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
+from workflows.run import ReplyInput, RunView
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -82,35 +81,21 @@ async def in_process_worker(client: Client, config: HartflowConfig) -> AsyncIter
 async def start_run(
     client: Client, config: HartflowConfig, thread_id: str, model: str, message: str
 ) -> WorkflowHandle[Any, RunView]:
-    """Start a run exactly as ``hartflow run`` does (same input, id and search attributes)."""
-    return await client.start_workflow(
-        RunWorkflow.run,
-        RunInput(thread_id=thread_id, user_id=config.user_id, message=message, model=model, settings=config.run),
-        id=run_workflow_id(config.user_id, thread_id),
-        task_queue=config.temporal.task_queue,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(sa.THREAD_ID, thread_id),
-                SearchAttributePair(sa.USER_ID, config.user_id),
-                SearchAttributePair(sa.STATUS, "running"),
-                SearchAttributePair(sa.MODEL, model),
-                SearchAttributePair(sa.TURNS, 0),
-            ]
-        ),
+    """Start a run exactly as ``hartflow run`` does (``workers/client/runs.py``: the same ids, search attributes,
+    summary and details)."""
+    return await Runs(client, config.temporal.task_queue).start(
+        RunStart(ThreadRef(config.user_id, thread_id), message, model, config.run)
     )
 
 
 async def wait_settled(client: Client, workflow_id: str) -> RunView:
     """Until the run pauses or ends (its ``wait_settled`` update)."""
-    handle = client.get_workflow_handle(workflow_id, result_type=RunView)
-    view: RunView = await handle.execute_update("wait_settled", result_type=RunView)
-    return view
+    return await Runs(client).wait_settled(workflow_id)
 
 
 async def reply(client: Client, workflow_id: str, answer: str) -> None:
     """Answer the pending clarification the way ``hartflow reply`` does (the validated ``reply`` update)."""
-    handle = client.get_workflow_handle(workflow_id, result_type=RunView)
-    await handle.execute_update("reply", ReplyInput(answer=answer), result_type=RunView)
+    await Runs(client).reply(workflow_id, ReplyInput(answer=answer))
 
 
 def write_worker_config(config: HartflowConfig, path: Path) -> Path:

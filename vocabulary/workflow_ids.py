@@ -17,7 +17,7 @@ name exactly one (user, thread) pair, and no id a user can cause (they all start
 memory or system id (they start with ``hartflow-``).
 
 Runs started before ids were per user have the **legacy** id ``hartflow-{thread_id}``, one namespace for every
-user. No new workflow is ever started under it; such a run is still found (``workers/thread_workflow.py``), but
+user. No new workflow is ever started under it; such a run is still found (``workers/client/threads.py``), but
 only by the user its ``HartflowUserId`` search attribute names, and finishes and replays as it started.
 """
 

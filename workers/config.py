@@ -28,7 +28,7 @@ from activities.storage.filesystem import FilesystemObjectStore
 from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
 from middlewares.run_settings import RunSettings
-from workers.api.auth import ApiSettings
+from workers.api_settings import ApiSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
 ENV_PREFIX = "HARTFLOW_"

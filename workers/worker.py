@@ -87,7 +87,7 @@ async def connect(config: HartflowConfig, address: str | None = None, *, serve_m
         namespace=config.temporal.namespace,
         data_converter=data_converter_for(config),
         # A closed run is never replayed to answer a query: the server refuses, and clients read its archive
-        # (workers/run_reader.py).
+        # (workers/client/reader.py).
         default_workflow_query_reject_condition=QueryRejectCondition.NOT_OPEN,
         # Workers built from this client inherit its plugins: traces cover the worker's side too.
         plugins=telemetry.client_plugins(config.telemetry),

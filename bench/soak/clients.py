@@ -24,8 +24,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from bench.soak.deployment import Deployment, clean_env
 from vocabulary.contracts import TOOL_EXECUTE
 from vocabulary.workflow_ids import run_workflow_id
+from workers.client.reader import RunReader
 from workers.config import open_object_store
-from workers.run_reader import RunReader
 from workflows.run import RunView
 
 MODES = ["values", "messages-tuple", "updates", "custom"]

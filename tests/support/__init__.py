@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ActivityError, RetryState
 
 from activities.storage.filesystem import FilesystemObjectStore
@@ -20,12 +19,11 @@ from activities.thread_store import FilesystemThreadStore
 from middlewares.context import ActivityOptions, RunContext
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
-from vocabulary.workflow_ids import run_workflow_id
+from workers.client.runs import Runs, RunStart
 from workers.config import HartflowConfig
 from workers.payloads import client_for
 from workers.testing import unique
-from workflows import search_attributes as sa
-from workflows.run import RunInput, RunView, RunWorkflow
+from workflows.run import RunView
 
 
 async def start_run(
@@ -37,28 +35,11 @@ async def start_run(
     thread_id: str | None = None,
     files: list[str] | None = None,
 ) -> WorkflowHandle[Any, RunView]:
-    thread = thread_id or unique("thread")
+    """Start a run as every hartflow client does (``workers/client/runs.py``), on ``thread_id`` or a new thread."""
+    thread = ThreadRef(config.user_id, thread_id or unique("thread"))
+    run = RunStart(thread, message, model, config.run, files=tuple(files or ()))
     # The handle reads results through the config's converter, so large results (claim-checked) decode.
-    return await client_for(client, config).start_workflow(
-        RunWorkflow.run,
-        RunInput(
-            thread_id=thread,
-            message=message,
-            model=model,
-            user_id=config.user_id,
-            settings=config.run,
-            files=list(files or []),
-        ),
-        id=run_workflow_id(config.user_id, thread),
-        task_queue=config.temporal.task_queue,
-        search_attributes=TypedSearchAttributes(
-            [
-                SearchAttributePair(sa.THREAD_ID, thread),
-                SearchAttributePair(sa.USER_ID, config.user_id),
-                SearchAttributePair(sa.STATUS, "running"),
-            ]
-        ),
-    )
+    return await Runs(client_for(client, config), config.temporal.task_queue).start(run)
 
 
 class StubRunContext(RunContext):

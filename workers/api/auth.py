@@ -22,78 +22,20 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from fastapi import FastAPI, HTTPException, Request
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from workers.api import loopback
-from workers.api.jwt_auth import AuthHook, JwtAuthenticator, JwtSettings, Refusal, check_hook_path, load_auth_hook
+from workers.api.jwt_auth import AuthHook, JwtAuthenticator, Refusal, load_auth_hook
 from workers.api.loopback import is_loopback
+from workers.api_settings import ApiSettings
+from workers.config import HartflowConfig
 
-if TYPE_CHECKING:
-    from workers.config import HartflowConfig
-
-DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
 OPEN_PATHS = frozenset({"/ok", "/api/ok"})
 _USER_KEY = "hartflow_user_id"
-__all__ = ["ApiSettings", "ApiToken", "current_user", "install_api_guard", "is_loopback", "unsafe_bind_problem"]
-
-
-class ApiToken(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    user_id: str = Field(min_length=1, description="the user this token acts as")
-    token_sha256: str = Field(
-        pattern=r"^[0-9a-fA-F]{64}$", description="hex sha256 of the token (printf %s T | sha256sum)"
-    )
-
-    @field_validator("token_sha256")
-    @classmethod
-    def _lowercase(cls, digest: str) -> str:
-        return digest.lower()
-
-
-class ApiSettings(BaseModel):
-    """The ``api:`` key: who may call ``hartflow serve`` and what they may ask of it."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    auth: Literal["none", "bearer", "jwt"] = Field(
-        "none",
-        description="none: loopback only, every caller is user_id; bearer: api.tokens decide the user; "
-        "jwt: a verified JWT (api.jwt) does",
-    )
-    tokens: list[ApiToken] = Field(default_factory=list, description="with auth: bearer, the accepted tokens")
-    jwt: JwtSettings | None = Field(None, description="with auth: jwt, how tokens are verified")
-    auth_hook: str | None = Field(
-        None, description="with auth: jwt, package.module:function(claims, headers) -> user id or None (401)"
-    )
-    allow_model_specs: bool = Field(
-        False, description="accept a raw model spec (scripted:PATH, openai:NAME) as a run's model_name"
-    )
-    model_scripts_dir: Path | None = Field(
-        None, description="with allow_model_specs, the only folder a caller's scripted:PATH may name a file in"
-    )
-    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, description="largest request body accepted")
-
-    @model_validator(mode="after")
-    def _tokens_fit_auth(self) -> ApiSettings:
-        if self.auth == "bearer" and not self.tokens:
-            raise ValueError("auth 'bearer' needs at least one entry in api.tokens")
-        if self.auth == "jwt" and self.jwt is None:
-            raise ValueError("auth 'jwt' needs api.jwt (jwks_url or key_file, issuer, audience)")
-        if self.auth != "jwt" and (self.jwt is not None or self.auth_hook is not None):
-            raise ValueError(f"api.jwt and api.auth_hook apply only with auth 'jwt', not {self.auth!r}")
-        if self.auth_hook is not None:
-            check_hook_path(self.auth_hook)
-        digests = [token.token_sha256 for token in self.tokens]
-        if len(set(digests)) != len(digests):
-            raise ValueError("api.tokens lists the same token_sha256 twice")
-        return self
+__all__ = ["ApiSettings", "current_user", "install_api_guard", "is_loopback", "unsafe_bind_problem"]
 
 
 def unsafe_bind_problem(settings: ApiSettings, host: str) -> str | None:

@@ -13,6 +13,7 @@ from activities.storage import ObjectStore
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 from workers.api.auth import current_user
+from workers.api.ledger import Ledger
 from workers.config import HartflowConfig, open_object_store
 
 
@@ -22,10 +23,13 @@ class ApiContext:
     client: Client
     objects: ObjectStore = field(init=False)
     store: ObjectThreadStore = field(init=False)
+    ledger: Ledger = field(init=False)
+    """Every storage call of the thread and run routes, and the runs' status (``ledger.py``)."""
 
     def __post_init__(self) -> None:
         self.objects = open_object_store(self.config)
         self.store = ObjectThreadStore(self.objects)
+        self.ledger = Ledger(self.client, self.objects, self.store)
 
 
 def api(request: Request) -> ApiContext:

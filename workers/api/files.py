@@ -40,7 +40,7 @@ from activities.uploads import UploadError, upload_key, validate_upload_name
 from vocabulary.contracts import ThreadRef
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR, VIRTUAL_PATH_PREFIX, VIRTUAL_UPLOADS_DIR, is_upload_staging_file
 from workers.api.deps import ApiContext, api, path_thread
-from workers.api.threads import existing_record
+from workers.api.ledger import existing_record
 
 router = APIRouter()
 CallerThread = Annotated[ThreadRef, Depends(path_thread)]
@@ -60,7 +60,7 @@ def _has_objects(context: ApiContext, thread: ThreadRef) -> bool:
 
 def _is_callers(context: ApiContext, thread: ThreadRef) -> bool:
     """The caller made this thread, or already uploaded to it before its first run."""
-    return existing_record(context, thread) is not None or _has_objects(context, thread)
+    return existing_record(context.objects, context.store, thread) is not None or _has_objects(context, thread)
 
 
 def require_callers(context: ApiContext, thread: ThreadRef) -> None:

@@ -34,21 +34,20 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from cryptography.x509 import load_pem_x509_certificate
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from starlette.exceptions import HTTPException
 
-from vocabulary.class_path import ClassPathError, check_class_path
+from vocabulary.class_path import check_class_path
 from vocabulary.paths import InvalidIdError, validate_user_id
+from workers.api_settings import Algorithm, JwtSettings
 
 _log = logging.getLogger("hartflow.api")
 
-Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 AuthHook = Callable[[dict[str, Any], Mapping[str, str]], "str | Awaitable[str | None] | None"]
 _KEY_TYPES: dict[str, tuple[type, ...]] = {
     "RS": (rsa.RSAPublicKey,),
@@ -60,39 +59,6 @@ _KEY_TYPES: dict[str, tuple[type, ...]] = {
 
 class AuthConfigError(ValueError):
     """A problem with ``api.jwt`` or ``api.auth_hook`` found when the server starts; the message names the key."""
-
-
-class JwtSettings(BaseModel):
-    """The ``api.jwt`` key: where the signing keys are and what a token must say."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    jwks_url: str | None = Field(None, pattern=r"^https?://", description="the provider's JWKS (http or https)")
-    key_file: Path | None = Field(None, description="instead of jwks_url: a PEM public key or certificate, or a JWKS")
-    issuer: str = Field(min_length=1, description="the token's iss must equal this")
-    audience: str | list[str] = Field(min_length=1, description="the token's aud must contain this (or one of these)")
-    algorithms: list[Algorithm] = Field(["RS256"], min_length=1, description="accepted signature algorithms")
-    leeway_seconds: float = Field(30, ge=0, le=600, description="clock skew allowed on exp, nbf and iat")
-    user_claim: str = Field("sub", min_length=1, description="the claim whose value is the user id")
-    jwks_cache_seconds: float = Field(300, gt=0, description="how long a fetched JWKS is used before a refetch")
-    jwks_refetch_seconds: float = Field(30, ge=0, description="at most one refetch per this long for unknown kids")
-    jwks_timeout_seconds: float = Field(5, gt=0, le=60, description="how long one JWKS fetch may take")
-
-    @model_validator(mode="after")
-    def _one_key_source(self) -> JwtSettings:
-        if (self.jwks_url is None) == (self.key_file is None):
-            raise ValueError("api.jwt needs exactly one of jwks_url and key_file")
-        if isinstance(self.audience, list) and not all(self.audience):
-            raise ValueError("api.jwt.audience entries must not be empty")
-        return self
-
-
-def check_hook_path(value: str) -> str:
-    try:
-        check_class_path(value)
-    except ClassPathError as exc:
-        raise ValueError(f"{exc} (a function: 'package.module:function')") from None
-    return value
 
 
 def load_auth_hook(value: str) -> AuthHook:

@@ -17,16 +17,15 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response
 from sse_starlette.sse import EventSourceResponse
 from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.service import RPCError, RPCStatusCode
 
-from activities.storage import StorageError
 from vocabulary.contracts import ThreadRef
-from workers.api import records, status
+from workers.api import records
 from workers.api.deps import ApiContext, Context, Thread
+from workers.api.ledger import run_status
 from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.starting import RunCreate, begin, stream_modes
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
-from workers.api.threads import require_record
+from workers.client.runs import Runs
 
 router = APIRouter()
 HEARTBEAT_SECONDS = 10
@@ -42,51 +41,17 @@ def _locations(record: records.RunRecord, tail: str) -> dict[str, str]:
 
 
 async def _status_of(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> str:
-    current = await status.chain(context.client, thread)
-    siblings = await asyncio.to_thread(records.run_records, context.objects, thread)
-    return status.run_status(record, current, _followed(record, siblings))
+    """The run's LangGraph status as the ledger pieces it together (the one seam a test stands in for, to read a
+    status a moment old)."""
+    return await context.ledger.status_of(thread, record)
 
 
-def _followed(record: records.RunRecord, siblings: list[records.RunRecord]) -> bool:
-    """A later run resumed the same workflow: this one ended at a pause."""
-    return any(o.workflow_run_id == record.workflow_run_id and o.start_offset > record.start_offset for o in siblings)
-
-
-def _run_view(record: records.RunRecord, run_status: str) -> dict[str, Any]:
+def _run_view(record: records.RunRecord, langgraph_status: str) -> dict[str, Any]:
     return {
         "run_id": record.run_id, "thread_id": record.thread_id, "assistant_id": record.assistant_id,
-        "status": run_status, "created_at": record.created_at, "updated_at": record.created_at,
+        "status": langgraph_status, "created_at": record.created_at, "updated_at": record.created_at,
         "metadata": record.metadata, "multitask_strategy": record.multitask_strategy, "kwargs": record.kwargs,
     }
-
-
-async def _record(context: ApiContext, thread: ThreadRef, run_id: str) -> records.RunRecord:
-    record = await asyncio.to_thread(records.run_record, context.objects, thread, run_id)
-    if record is None:
-        current = await status.chain(context.client, thread)
-        if current.started_by is not None and current.started_by.run_id == run_id:
-            return await _recover(context, thread, current.started_by)
-        raise HTTPException(404, f"run {run_id} not found on thread {thread.thread_id}")
-    return record
-
-
-async def _with_lost_run(context: ApiContext, thread: ThreadRef, found: list[records.RunRecord],
-                         current: status.Chain) -> list[records.RunRecord]:
-    """``found`` and, when its record never reached storage, the run that started the current chain."""
-    lost = records.unrecorded(found, current.started_by)
-    if lost is None:
-        return found
-    return records.newest_first([await _recover(context, thread, lost), *found])
-
-
-async def _recover(context: ApiContext, thread: ThreadRef, lost: records.RunRecord) -> records.RunRecord:
-    """Write down a run whose record the start's memo kept (``records.py``); a failed write is tried again by
-    the next read."""
-    _log.warning("run %s of thread %s had no record: written from its workflow's memo", lost.run_id,
-                 thread.thread_id)
-    with contextlib.suppress(StorageError):
-        await asyncio.to_thread(records.save_run_record, context.objects, thread, lost)
-    return lost
 
 
 def _sse(frames: AsyncIterator[Frame], headers: dict[str, str]) -> EventSourceResponse:
@@ -108,7 +73,7 @@ async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, aft
     try:
         if after is None:
             yield frames.metadata()
-        current = await riding_out(lambda: status.chain(context.client, thread), "opening a stream")
+        current = await riding_out(lambda: context.ledger.chain(thread), "opening a stream")
         live = current.first_run_id == frames.record.workflow_run_id and current.active
         async for frame in run_frames(context.client, context.objects, thread, frames, after, current):
             yield frame
@@ -139,13 +104,7 @@ def _run_handle(context: ApiContext, record: records.RunRecord) -> WorkflowHandl
 
 async def _cancel(context: ApiContext, record: records.RunRecord) -> bool:
     """Ask the run's chain to cancel; ``False`` when it is gone (closed, or replaced by a newer run's chain)."""
-    try:
-        await _run_handle(context, record).cancel()
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
-        return False
-    return True
+    return await Runs(context.client).cancel(record.workflow_id, first_execution_run_id=record.workflow_run_id or None)
 
 
 def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[str, str]) -> StreamingResponse:
@@ -166,7 +125,7 @@ def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[
 
 async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> dict[str, Any]:
     frames = RunFrames(record, ["values"])
-    current = await status.chain(context.client, thread)
+    current = await context.ledger.chain(thread)
     async for _ in run_frames(context.client, context.objects, thread, frames, None, current):
         pass
     return frames.result()
@@ -176,8 +135,8 @@ async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRec
 async def create_run(body: RunCreate, thread: Thread,
                      context: Context) -> JSONResponse:
     record = await begin(context, thread, body)
-    run_status = await _status_of(context, thread, record)
-    return JSONResponse(_run_view(record, run_status), headers=_locations(record, "stream"))
+    # Started or resumed by this request: running as the answer leaves (GET reads it again).
+    return JSONResponse(_run_view(record, "running"), headers=_locations(record, "stream"))
 
 
 @router.post("/threads/{thread_id}/runs/stream")
@@ -200,13 +159,12 @@ async def wait_run(body: RunCreate, thread: Thread,
 async def list_runs(thread: Thread, context: Context,
                     limit: Annotated[int, Query(ge=1, le=1000)] = 10, offset: Annotated[int, Query(ge=0)] = 0,
                     status_filter: Annotated[str | None, Query(alias="status")] = None) -> list[dict[str, Any]]:
-    await asyncio.to_thread(require_record, context, thread)  # an unknown thread is 404, whoever else has one
-    found = await asyncio.to_thread(records.run_records, context.objects, thread)
-    current = await status.chain(context.client, thread)
-    found = await _with_lost_run(context, thread, found, current)
+    await context.ledger.require_thread(thread)  # an unknown thread is 404, whoever else has one
+    current = await context.ledger.chain(thread)
+    found = await context.ledger.runs(thread, current)
     views = []
     for record in found:
-        view = _run_view(record, status.run_status(record, current, _followed(record, found)))
+        view = _run_view(record, run_status(record, current, found))
         if status_filter in (None, view["status"]):
             views.append(view)
     return views[offset : offset + limit]
@@ -215,15 +173,14 @@ async def list_runs(thread: Thread, context: Context,
 @router.get("/threads/{thread_id}/runs/{run_id}")
 async def get_run(run_id: str, thread: Thread,
                   context: Context) -> dict[str, Any]:
-    record = await _record(context, thread, run_id)
-    run_status = await _status_of(context, thread, record)
-    return _run_view(record, run_status)
+    record = await context.ledger.run(thread, run_id)
+    return _run_view(record, await _status_of(context, thread, record))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
 async def join_run(run_id: str, thread: Thread,
                    context: Context) -> StreamingResponse:
-    record = await _record(context, thread, run_id)
+    record = await context.ledger.run(thread, run_id)
     return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
@@ -231,7 +188,7 @@ async def join_run(run_id: str, thread: Thread,
 async def join_stream(run_id: str, thread: Thread, context: Context,
                       stream_mode: Annotated[list[str] | None, Query()] = None, cancel_on_disconnect: bool = False,
                       last_event_id: Annotated[str | None, Header()] = None) -> EventSourceResponse:
-    record = await _record(context, thread, run_id)
+    record = await context.ledger.run(thread, run_id)
     after = resume_point(last_event_id)
     modes = stream_modes(stream_mode or record.kwargs.get("stream_mode") or ["values"])
     framed = _framed(context, thread, RunFrames(record, modes), after, cancel_on_disconnect=cancel_on_disconnect)
@@ -243,10 +200,10 @@ async def cancel_run(run_id: str, thread: Thread, context: Context,
                      wait: bool = False, action: Literal["interrupt", "rollback"] = "interrupt") -> Response:
     if action == "rollback":
         raise HTTPException(422, "action 'rollback' is not served: a durable run keeps what it committed")
-    record = await _record(context, thread, run_id)
-    run_status = await _status_of(context, thread, record)
-    if run_status not in ("pending", "running"):
-        raise HTTPException(409, f"run {run_id} is {run_status}: only a running run can be cancelled")
+    record = await context.ledger.run(thread, run_id)
+    current_status = await _status_of(context, thread, record)
+    if current_status not in ("pending", "running"):
+        raise HTTPException(409, f"run {run_id} is {current_status}: only a running run can be cancelled")
     handle = _run_handle(context, record)
     if not await _cancel(context, record):
         raise HTTPException(409, f"run {run_id} is no longer running: only a running run can be cancelled")

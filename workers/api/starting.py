@@ -12,7 +12,6 @@ one. Everything is checked before anything is written: a refused request starts 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from pathlib import Path
@@ -20,29 +19,22 @@ from typing import Any, Literal
 
 from fastapi import HTTPException
 from pydantic import Field, ValidationError, field_validator
-from temporalio.client import WorkflowQueryRejectedError, WorkflowUpdateFailedError
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.client import WorkflowQueryRejectedError
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
-from vocabulary.human_input import ReplyConflictError
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
 from workers.api.limits import ApiBody
 from workers.api.outages import riding_out, storage_down
+from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
-from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem
+from workflows.run import ReplyInput, message_problem
 
 STREAM_MODES = ("values", "messages-tuple", "updates", "custom")
 
@@ -259,27 +251,15 @@ async def _stream_offset(context: ApiContext, workflow_id: str) -> int:
 async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> None:
     """Send the reply; a pause that another request answered first (many clients resuming at once) is 409."""
     try:
-        await context.client.get_workflow_handle(workflow_id).execute_update("reply", reply, result_type=RunView)
-    except WorkflowUpdateFailedError as exc:
-        if _root_type(exc) == ReplyConflictError.__name__:
-            raise HTTPException(409, f"{_ANSWERED}: {_root(exc)}") from None
-        raise HTTPException(422, f"reply refused: {_root(exc)}") from None
+        await Runs(context.client).reply(workflow_id, reply)
+    except ReplyRefused as exc:
+        if exc.answered_already:
+            raise HTTPException(409, f"{_ANSWERED}: {exc}") from None
+        raise HTTPException(422, f"reply refused: {exc}") from None
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
         raise HTTPException(409, _ANSWERED) from None  # closed since: its last segment ran to the end
-
-
-def _root_type(exc: BaseException) -> str | None:
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    return getattr(exc, "type", None)
-
-
-def _root(exc: BaseException) -> str:
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    return str(getattr(exc, "message", None) or exc)
 
 
 async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> records.RunRecord:
@@ -288,15 +268,13 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     body.modes()
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
-    if not await asyncio.to_thread(_thread_exists, context, thread):
+    ledger = context.ledger
+    if not await ledger.thread_exists(thread):
         if body.if_not_exists != "create":
             raise HTTPException(404, f"thread {thread.thread_id} not found")
-        record = records.new_thread_record(thread, {})
-        await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
-    current = await status.chain(context.client, thread)
-    paused = current.status == "awaiting_input"
-    committed = await asyncio.to_thread(context.store.record, thread) if paused else None
-    pending = status.pending_request((committed or {}).get("state"))
+        await ledger.save_thread(thread, records.new_thread_record(thread, {}))
+    current = await ledger.chain(thread)
+    pending = await ledger.pending_request(thread, current)
     reply = reply_for(body, pending, current, context.config.run.max_message_chars)
     if reply is not None:
         assert current.first_run_id is not None and current.workflow_id is not None
@@ -306,7 +284,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
         record = _record(thread, body, workflow_id, current.first_run_id, offset)
         # The run took the reply: its record must follow, through a storage outage too (no memo has it).
         await riding_out(
-            lambda: asyncio.to_thread(records.save_run_record, context.objects, thread, record),
+            lambda: ledger.save_run(thread, record),
             f"recording run {record.run_id}",
             outage=storage_down,
             service="storage",
@@ -318,13 +296,9 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
     record.workflow_run_id = await _start(context, thread, body, record)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
-    await asyncio.to_thread(_finalize_previous, context, thread, current)
-    await asyncio.to_thread(records.save_run_record, context.objects, thread, record)
+    await ledger.finalize_previous(thread, current)
+    await ledger.save_run(thread, record)
     return record
-
-
-def _thread_exists(context: ApiContext, thread: ThreadRef) -> bool:
-    return records.thread_record(context.objects, thread) is not None or context.store.exists(thread)
 
 
 async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord) -> str:
@@ -334,48 +308,17 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, body.option("model_name"))
-    model = chosen.spec
     settings = run_settings(context, body).model_copy(
         update={"model_capabilities": chosen.settings.model_capabilities}
     )
     message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
+    run = RunStart(thread, text, chosen.spec, settings, message_id=message_id,
+                   memo={records.RUN_MEMO: records.memo_of(record)})
     try:
-        handle = await context.client.start_workflow(
-            RunWorkflow.run,
-            RunInput(thread_id=thread.thread_id, user_id=thread.user_id, message=text, model=model,
-                     settings=settings, message_id=message_id),
-            id=record.workflow_id,
-            task_queue=context.config.temporal.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            memo={records.RUN_MEMO: records.memo_of(record)},
-            static_summary=f"{text.splitlines()[0][:120] if text else '(api run)'} · thread {thread.thread_id}",
-            search_attributes=TypedSearchAttributes([
-                SearchAttributePair(sa.THREAD_ID, thread.thread_id),
-                SearchAttributePair(sa.USER_ID, thread.user_id),
-                SearchAttributePair(sa.STATUS, "running"),
-                SearchAttributePair(sa.MODEL, model),
-                SearchAttributePair(sa.TURNS, 0),
-            ]),
-        )
+        handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
     except WorkflowAlreadyStartedError:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is already active") from None
     return handle.first_execution_run_id or handle.result_run_id or ""
-
-
-def _finalize_previous(context: ApiContext, thread: ThreadRef, previous: status.Chain) -> None:
-    """The previous chain is closed and a new one starts: its last run's status is now fixed, so write it down
-    (Temporal answers for the newest chain only)."""
-    if previous.first_run_id is None:
-        return
-    stored = records.run_records(context.objects, thread)
-    if (lost := records.unrecorded(stored, previous.started_by)) is not None:
-        stored.append(lost)  # its record never reached storage (records.py): now or never
-    for record in stored:
-        if record.workflow_run_id == previous.first_run_id and record.final_status is None:
-            record.final_status = status.run_status(record, previous, followed=False)
-            records.save_run_record(context.objects, thread, record)
-            return
 
 
 def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: str,

@@ -22,8 +22,8 @@ from typing import Any
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from vocabulary.contracts import ThreadRef
-from workers import thread_workflow
 from workers.api.records import RunRecord, from_memo
+from workers.client import threads
 from workflows import search_attributes as sa
 
 _CLOSED = {
@@ -47,7 +47,7 @@ class Chain:
     started_by: RunRecord | None = None
     """The API run that started the chain, from its memo (``records.RUN_MEMO``); ``None`` for a CLI run."""
     workflow_id: str | None = None
-    """The workflow holding the chain (``workers/thread_workflow.py``): per user, or a legacy run's."""
+    """The workflow holding the chain (``workers/client/threads.py``): per user, or a legacy run's."""
 
     @property
     def active(self) -> bool:
@@ -59,13 +59,13 @@ class Chain:
 
 
 async def chain(client: Client, thread: ThreadRef) -> Chain:
-    found = await thread_workflow.find(client, thread)
+    found = await threads.find(client, thread)
     if found is None:
         return Chain(None, "none")
     description = found.description
     attributes = description.typed_search_attributes
     first = description.raw_info.first_run_id or description.run_id
-    started_by = from_memo(await description.memo(), first)
+    started_by = from_memo(dict(await description.memo()), first)
     if description.status == WorkflowExecutionStatus.RUNNING:
         paused = attributes.get(sa.STATUS) == "awaiting_input"
         return Chain(first, "awaiting_input" if paused else "running", started_by, found.workflow_id)

@@ -15,10 +15,10 @@ from pydantic import Field
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 from vocabulary.paths import THREAD_ID_PATTERN
-from workers import thread_workflow
 from workers.api import records, status
 from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
 from workers.api.limits import ApiBody, version_number
+from workers.client import threads
 
 router = APIRouter()
 ThreadStatus = Literal["idle", "busy", "interrupted", "error"]
@@ -46,35 +46,9 @@ class HistoryRequest(ApiBody):
     limit: int = Field(10, ge=1, le=1000)
 
 
-def existing_record(context: ApiContext, thread: ThreadRef) -> dict[str, Any] | None:
-    """The thread's API record; a thread the CLI made (state, no record) gets one made up from its state."""
-    record = records.thread_record(context.objects, thread)
-    if record is not None:
-        return record
-    committed = context.store.record(thread)
-    if committed is None:
-        return None
-    stamp = committed.get("committed_at") or records.now()
-    return {"thread_id": thread.thread_id, "created_at": stamp, "updated_at": stamp, "metadata": {}}
-
-
-def require_record(context: ApiContext, thread: ThreadRef) -> dict[str, Any]:
-    record = existing_record(context, thread)
-    if record is None:
-        raise HTTPException(404, f"thread {thread.thread_id} not found")
-    return record
-
-
-def committed_values(context: ApiContext, thread: ThreadRef) -> tuple[dict[str, Any], int, str | None]:
-    committed = context.store.record(thread)
-    if committed is None:
-        return {"messages": []}, 0, None
-    return dict(committed["state"]), int(committed["version"]), committed.get("committed_at")
-
-
 async def thread_view(context: ApiContext, thread: ThreadRef, record: dict[str, Any]) -> dict[str, Any]:
-    values, _, committed_at = await asyncio.to_thread(committed_values, context, thread)
-    current = await status.chain(context.client, thread)
+    values, _, committed_at = await context.ledger.committed(thread)
+    current = await context.ledger.chain(thread)
     pending = status.interrupts(current, values)
     return {
         **record,
@@ -108,38 +82,38 @@ def state_view(thread: ThreadRef, values: dict[str, Any], version: int, created_
 async def create_thread(body: ThreadCreate, user: User,
                         context: Context) -> dict[str, Any]:
     thread = thread_ref(user, body.thread_id or str(uuid.uuid4()))
-    existing = await asyncio.to_thread(existing_record, context, thread)
+    existing = await context.ledger.thread(thread)
     if existing is not None:
         if body.if_exists == "raise":
             raise HTTPException(409, f"thread {thread.thread_id} already exists")
         return await thread_view(context, thread, existing)
     record = records.new_thread_record(thread, body.metadata)
-    await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
+    await context.ledger.save_thread(thread, record)
     return await thread_view(context, thread, record)
 
 
 @router.get("/threads/{thread_id}")
 async def get_thread(thread: Thread, context: Context) -> dict[str, Any]:
-    return await thread_view(context, thread, await asyncio.to_thread(require_record, context, thread))
+    return await thread_view(context, thread, await context.ledger.require_thread(thread))
 
 
 @router.patch("/threads/{thread_id}")
 async def patch_thread(body: ThreadPatch, thread: Thread,
                        context: Context) -> dict[str, Any]:
-    record = await asyncio.to_thread(require_record, context, thread)
+    record = await context.ledger.require_thread(thread)
     record = {**record, "metadata": {**record["metadata"], **body.metadata}, "updated_at": records.now()}
-    await asyncio.to_thread(records.save_thread_record, context.objects, thread, record)
+    await context.ledger.save_thread(thread, record)
     return await thread_view(context, thread, record)
 
 
 @router.delete("/threads/{thread_id}", status_code=204)
 async def remove_thread(thread: Thread, context: Context) -> Response:
-    await asyncio.to_thread(require_record, context, thread)
-    if (await status.chain(context.client, thread)).active:
+    await context.ledger.require_thread(thread)
+    if (await context.ledger.chain(thread)).active:
         raise HTTPException(409, f"thread {thread.thread_id} has an active run: cancel it first")
     try:
-        await thread_workflow.delete(context.client, context.objects, thread, context.config.home)
-    except thread_workflow.ThreadBusyError as exc:
+        await threads.delete(context.client, context.objects, thread, context.config.home)
+    except threads.ThreadBusyError as exc:
         raise HTTPException(409, str(exc)) from None
     return Response(status_code=204)
 
@@ -156,7 +130,7 @@ async def search_threads(body: ThreadSearch, user: User,
         candidates = candidates[body.offset : wanted]
     found = []
     for thread in candidates:
-        record = await asyncio.to_thread(existing_record, context, thread)
+        record = await context.ledger.thread(thread)
         if record is None:
             continue  # deleted since it was listed
         view = await thread_view(context, thread, record)
@@ -194,21 +168,21 @@ def _last_commit(context: ApiContext, thread: ThreadRef) -> str | None:
 
 @router.get("/threads/{thread_id}/state")
 async def get_state(thread: Thread, context: Context) -> dict[str, Any]:
-    await asyncio.to_thread(require_record, context, thread)
-    values, version, committed_at = await asyncio.to_thread(committed_values, context, thread)
-    current = await status.chain(context.client, thread)
+    await context.ledger.require_thread(thread)
+    values, version, committed_at = await context.ledger.committed(thread)
+    current = await context.ledger.chain(thread)
     return state_view(thread, values, version, committed_at, status.interrupts(current, values))
 
 
 @router.post("/threads/{thread_id}/history")
 async def get_history(body: HistoryRequest, thread: Thread,
                       context: Context) -> list[dict[str, Any]]:
-    await asyncio.to_thread(require_record, context, thread)
-    current = await status.chain(context.client, thread)
-    versions = await asyncio.to_thread(context.store.versions, thread)
+    await context.ledger.require_thread(thread)
+    current = await context.ledger.chain(thread)
+    versions = await context.ledger.versions(thread)
     states: list[dict[str, Any]] = []
     for version in sorted(versions, reverse=True)[: body.limit]:
-        committed = await asyncio.to_thread(context.store.version_record, thread, version)
+        committed = await context.ledger.version(thread, version)
         if committed is None:
             continue  # pruned between the listing and the read
         pending = status.interrupts(current, committed["state"]) if not states else []
@@ -219,12 +193,12 @@ async def get_history(body: HistoryRequest, thread: Thread,
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
 async def get_state_at(checkpoint_id: str, thread: Thread, context: Context) -> dict[str, Any]:
     """One retained version (``checkpoint_id`` ``v{N}``, as history names them); a pruned one is 404."""
-    await asyncio.to_thread(require_record, context, thread)
+    await context.ledger.require_thread(thread)
     version = version_number(checkpoint_id)
-    committed = None if version is None else await asyncio.to_thread(context.store.version_record, thread, version)
+    committed = None if version is None else await context.ledger.version(thread, version)
     if committed is None:
         raise HTTPException(404, f"checkpoint {checkpoint_id!r} of thread {thread.thread_id} is not retained")
-    values, newest, _ = await asyncio.to_thread(committed_values, context, thread)
-    current = await status.chain(context.client, thread)
+    values, newest, _ = await context.ledger.committed(thread)
+    current = await context.ledger.chain(thread)
     pending = status.interrupts(current, values) if version == newest else []
     return state_view(thread, committed["state"], int(committed["version"]), committed.get("committed_at"), pending)

@@ -10,10 +10,11 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.service import RPCError
 
 from vocabulary.contracts import ThreadRef
-from workers import progress, thread_workflow
+from workers import progress
 from workers.cli._common import BadInput
+from workers.client import threads
+from workers.client.reader import RunReader
 from workers.config import open_object_store
-from workers.run_reader import RunReader
 from workers.stack import Stack
 from workflows.run import PROGRESS_TOPIC, RunView
 
@@ -81,7 +82,7 @@ async def settle(
 
 async def started_thread(client: Client, thread: ThreadRef) -> tuple[str, Any]:
     """The thread's workflow id and the description of its latest run; refused when no run was ever started."""
-    found = await thread_workflow.find(client, thread)
+    found = await threads.find(client, thread)
     if found is None:
         raise BadInput(f"unknown thread {thread.thread_id}: no run has been started on it")
     return found.workflow_id, found.description

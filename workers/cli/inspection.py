@@ -16,8 +16,8 @@ from vocabulary.text import model_label
 from workers import progress
 from workers.cli._common import EXIT_OK, BadInput, config_of, emit, emit_view, thread_of
 from workers.cli._follow import archived_events, reader_of, started_thread
+from workers.client.reader import first_run_id
 from workers.config import HartflowConfig, open_object_store
-from workers.run_reader import first_run_id
 from workers.stack import Stack
 from workers.worker import thread_store
 from workflows import search_attributes as sa

@@ -9,20 +9,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import (
-    SearchAttributePair,
-    TypedSearchAttributes,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.uploads import UploadError, check_uploads
-from vocabulary.contracts import ThreadRef, UploadedFile
+from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
-from workers import progress, thread_workflow
+from workers import progress
 from workers.cli._common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -36,26 +30,28 @@ from workers.cli._common import (
 )
 from workers.cli._follow import reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
+from workers.client.reader import RunClosed, first_run_id, query_open
+from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.config import HartflowConfig
 from workers.models import ModelSelectionError, RunModel, select_model
-from workers.run_reader import RunClosed, first_run_id, query_open
 from workers.stack import Stack
-from workflows import search_attributes as sa
-from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow, message_problem
+from workflows.run import ReplyInput, RunView, message_problem
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
     config, thread, message, run_model = _checked_run(args)
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id = run_workflow_id(thread.user_id, thread.thread_id)
+        runs = Runs(stack.client, config.temporal.task_queue)
         # A busy thread is refused before its uploads change under the run in flight (a start that loses a race
         # with another start still fails below, with the files of both in the uploads). The newest run may be
         # one started before ids were per user, under its legacy id: it keeps the thread busy too.
-        newest = await thread_workflow.find(stack.client, thread)
+        newest = await runs.find(thread)
         if newest is not None and newest.running:
             raise BadInput(await _busy_message(stack.client, newest.workflow_id, thread.thread_id))
         files = store_thread_uploads(config, thread, args.file)
-        handle = await _start_run(stack, config, thread, message, run_model, files)
+        run = RunStart(thread, message, run_model.spec, run_model.settings, files=tuple(f.filename for f in files))
+        handle = await _start_run(runs, run)
+        workflow_id = handle.id
         if args.detach:
             return _detached(args, stack, thread, handle)
         view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args))
@@ -89,46 +85,12 @@ def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, s
     return config, thread, message, run_model
 
 
-async def _start_run(
-    stack: Stack,
-    config: HartflowConfig,
-    thread: ThreadRef,
-    message: str,
-    run_model: RunModel,
-    files: list[UploadedFile],
-) -> WorkflowHandle[Any, Any]:
-    workflow_id = run_workflow_id(thread.user_id, thread.thread_id)
-    model = run_model.spec
+async def _start_run(runs: Runs, run: RunStart) -> WorkflowHandle[Any, RunView]:
     try:
-        handle = await stack.client.start_workflow(
-            RunWorkflow.run,
-            RunInput(
-                thread_id=thread.thread_id,
-                user_id=thread.user_id,
-                message=message,
-                model=model,
-                settings=run_model.settings,
-                files=[file.filename for file in files],
-            ),
-            id=workflow_id,
-            task_queue=config.temporal.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
-            id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
-            static_summary=f"{message.splitlines()[0][:120]} · thread {thread.thread_id}",
-            static_details=f"**Thread:** {thread.thread_id}\n\n**User:** {thread.user_id}\n\n**Model:** {model}",
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(sa.THREAD_ID, thread.thread_id),
-                    SearchAttributePair(sa.USER_ID, thread.user_id),
-                    SearchAttributePair(sa.STATUS, "running"),
-                    SearchAttributePair(sa.MODEL, model),
-                    SearchAttributePair(sa.TURNS, 0),
-                ]
-            ),
-        )
-    except WorkflowAlreadyStartedError:
-        raise BadInput(await _busy_message(stack.client, workflow_id, thread.thread_id)) from None
-    return handle
+        return await runs.start(run)
+    except WorkflowAlreadyStartedError:  # another start won the race since the thread was found idle
+        workflow_id = run_workflow_id(run.thread.user_id, run.thread.thread_id)
+        raise BadInput(await _busy_message(runs.client, workflow_id, run.thread.thread_id)) from None
 
 
 def _detached(args: argparse.Namespace, stack: Stack, thread: ThreadRef, handle: WorkflowHandle[Any, Any]) -> int:
@@ -187,9 +149,9 @@ async def cmd_reply(args: argparse.Namespace) -> int:
             await handle.signal("clarification_reply", _signal_payload(answer))
         else:
             try:
-                await handle.execute_update("reply", answer, result_type=RunView)
-            except WorkflowUpdateFailedError as exc:
-                raise BadInput(f"reply refused: {_root_message(exc)}") from None
+                await Runs(stack.client, config.temporal.task_queue).reply(workflow_id, answer, run_id=handle.run_id)
+            except ReplyRefused as exc:
+                raise BadInput(f"reply refused: {exc}") from None
         view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args), offset=seen)
         emit_view(args, view, stack, workflow_id)
         return exit_code(view.status)
@@ -219,13 +181,6 @@ def _signal_payload(answer: ReplyInput) -> dict[str, Any]:
     return {k: v for k, v in asdict(answer).items() if v not in (None, {}, "")}
 
 
-def _root_message(exc: BaseException) -> str:
-    cause: BaseException = exc
-    while getattr(cause, "cause", None) is not None:
-        cause = cause.cause  # type: ignore[attr-defined]
-    return str(getattr(cause, "message", None) or cause)
-
-
 async def cmd_cancel(args: argparse.Namespace) -> int:
     config = config_of(args)
     thread = thread_of(config, args.thread)
@@ -233,7 +188,8 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
         workflow_id, handle = await running_run(
             stack.client, thread, refusal=f"no active run on thread {thread.thread_id}"
         )
-        await handle.cancel()
+        if not await Runs(stack.client, config.temporal.task_queue).cancel(workflow_id, run_id=handle.run_id):
+            raise BadInput(f"no active run on thread {thread.thread_id}")  # it closed since it was found
         view = await reader_of(stack).closed_view(thread.thread_id, handle)
         emit_view(args, view, stack, workflow_id)
         return EXIT_OK if view.status == "cancelled" else EXIT_FAILED

@@ -14,9 +14,9 @@ from activities.thread_lifecycle import list_threads
 from activities.uploads import UploadError, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
 from vocabulary.paths import VIRTUAL_UPLOADS_DIR
-from workers import thread_workflow
 from workers.cli._common import EXIT_FAILED, EXIT_OK, BadInput, config_of, emit, thread_of
 from workers.cli.inspection import run_row
+from workers.client import threads
 from workers.config import HartflowConfig, open_object_store
 from workers.stack import Stack
 
@@ -34,7 +34,7 @@ async def cmd_threads(args: argparse.Namespace) -> int:
         raise BadInput("threads list takes no THREAD")
     summaries = await asyncio.to_thread(list_threads, objects, user_id)
     async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
-        runs = [await thread_workflow.find(stack.client, ThreadRef(user_id, s.thread_id)) for s in summaries]
+        runs = [await threads.find(stack.client, ThreadRef(user_id, s.thread_id)) for s in summaries]
     rows = [
         {**asdict(summary), "run_status": run_row(run.description)["status"] if run is not None else None}
         for summary, run in zip(summaries, runs, strict=True)
@@ -64,7 +64,7 @@ async def _delete_thread(args: argparse.Namespace, config: HartflowConfig) -> in
         raise BadInput(f"deleting thread {thread.thread_id} removes its state and files for good: add --yes")
     objects = open_object_store(config)
     async with Stack(config, need_worker=False, ui=False, quiet=True) as stack:
-        run = await thread_workflow.find(stack.client, thread)
+        run = await threads.find(stack.client, thread)
         if run is not None and run.running:
             raise BadInput(
                 f"thread {thread.thread_id} is busy: run {run.description.run_id} is "
@@ -72,8 +72,8 @@ async def _delete_thread(args: argparse.Namespace, config: HartflowConfig) -> in
                 f"cancel it first: hartflow cancel {thread.thread_id}"
             )
         try:
-            deleted = await thread_workflow.delete(stack.client, objects, thread, config.home)
-        except thread_workflow.ThreadBusyError as exc:
+            deleted = await threads.delete(stack.client, objects, thread, config.home)
+        except threads.ThreadBusyError as exc:
             raise BadInput(str(exc)) from None
     if not deleted.removed and deleted.local_dir is None:
         raise BadInput(f"unknown thread {thread.thread_id}: nothing is stored for it in {objects.describe()}")

@@ -24,6 +24,7 @@ from temporalio.common import QueryRejectCondition
 
 from activities.run_archive import RunArchive, load_run_archive
 from activities.storage import ObjectStore
+from workers.client.causes import root_cause
 from workflows import search_attributes as sa
 from workflows.run import PROGRESS_TOPIC, RunStatus, RunView
 
@@ -109,9 +110,7 @@ async def _view_from_result(handle: WorkflowHandle[Any, Any]) -> RunView:
         description = await handle.describe()
         status: RunStatus = "cancelled" if description.status == WorkflowExecutionStatus.CANCELED else "error"
         attributes = description.typed_search_attributes
-        cause: BaseException | None = exc.cause
-        while getattr(cause, "cause", None) is not None:
-            cause = cause.cause  # type: ignore[union-attr]
+        cause = root_cause(exc.cause)
         return RunView(
             thread_id=attributes.get(sa.THREAD_ID) or "",
             run_id=description.run_id,
