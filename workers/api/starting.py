@@ -255,6 +255,9 @@ async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> N
     except ReplyRefused as exc:
         if exc.answered_already:
             raise HTTPException(409, f"{_ANSWERED}: {exc}") from None
+        if exc.not_delivered:
+            raise HTTPException(503, f"the run could not take the reply now, send it again: {exc}",
+                                headers={"Retry-After": "1"}) from None
         raise HTTPException(422, f"reply refused: {exc}") from None
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:

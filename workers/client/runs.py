@@ -25,6 +25,7 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
+from temporalio.exceptions import ServerError
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
@@ -32,7 +33,7 @@ from vocabulary.contracts import ThreadRef
 from vocabulary.human_input import ReplyConflictError
 from vocabulary.workflow_ids import run_workflow_id
 from workers.client import threads
-from workers.client.causes import root_message, root_type
+from workers.client.causes import root_cause, root_message, root_type
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
 
@@ -59,10 +60,14 @@ class RunStart:
 class ReplyRefused(Exception):
     """The run refused the answer (its ``reply`` update failed); the message is the run's reason."""
 
-    def __init__(self, reason: str, *, answered_already: bool) -> None:
+    def __init__(self, reason: str, *, answered_already: bool, not_delivered: bool = False) -> None:
         super().__init__(reason)
         self.answered_already = answered_already
         """Another answer reached the pause first (many clients answering at once)."""
+        self.not_delivered = not_delivered
+        """Temporal turned the update away before the run saw it (a ``ServerError``: the workflow task that would
+        have carried it was lost, e.g. timed out on an overloaded worker). Nothing changed: the same answer may be
+        sent again."""
 
 
 class Runs:
@@ -112,7 +117,8 @@ class Runs:
             view: RunView = await handle.execute_update("reply", answer, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             answered = root_type(exc) == ReplyConflictError.__name__
-            raise ReplyRefused(root_message(exc), answered_already=answered) from None
+            lost = isinstance(root_cause(exc), ServerError)
+            raise ReplyRefused(root_message(exc), answered_already=answered, not_delivered=lost) from None
         return view
 
     async def wait_settled(self, workflow_id: str) -> RunView:
