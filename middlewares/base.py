@@ -1,6 +1,6 @@
 """The middleware contract: six async hooks with LangChain v1 ``create_agent`` semantics.
 
-Dispatch (``workflows/dispatcher.py``) follows DeerFlow exactly:
+Dispatch (``workflows/run/dispatcher.py``) follows DeerFlow exactly:
 
 * ``before_agent`` / ``before_model`` run in list order; ``after_model`` / ``after_agent`` in reverse;
 * ``wrap_model_call`` / ``wrap_tool_call``: the first middleware in the list is the outermost wrapper.

@@ -83,12 +83,12 @@ class RunContext(ABC):
         may have created the thread's sandbox (a tool reports the id only when it returns, a subagent never), so
         the run releases by thread."""
         self.is_subagent = False
-        """This run is a subagent working on a lead run's ``task`` call (``workflows/subagent.py``)."""
+        """This run is a subagent working on a lead run's ``task`` call (``workflows/run/subagent.py``)."""
         self.call_counts: dict[str, int] = {}
         self.events: list[RunEvent] = []
         self.event_offset = 0
         """Stream items published before this run's first event (earlier runs of this chain, before
-        continue-as-new) plus the state items it published since (``workflows/state_stream.py``): ``seq``
+        continue-as-new) plus the state items it published since (``workflows/run/state_stream.py``): ``seq``
         counts on from here, so it is the event's offset in the run's workflow stream."""
         self.publish: Callable[[RunEvent], None] | None = None
         """Where each event goes besides ``events``: the run workflow's progress stream."""

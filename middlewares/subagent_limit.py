@@ -5,7 +5,7 @@ Present in the lead chain exactly when ``run.subagent_enabled`` is on (DeerFlow'
 option), right before LoopDetection; subagents never have it, so they can neither see nor call ``task``.
 
 Hooks
-* ``tools`` — contributes the ``task`` tool (``workflows/delegation.py``): the limit and the tool come and go
+* ``tools`` — contributes the ``task`` tool (``workflows/run/delegation.py``): the limit and the tool come and go
   together, as in DeerFlow. The run executes ``task`` as a child workflow (``RunWorkflow._delegate``).
 * ``after_model`` — counts this run's prior delegations (distinct ledger ids whose ``run_id`` is this run's) and
   allows ``min(max_concurrent, max(0, max_total - prior))`` task calls in the new AIMessage; excess **task**

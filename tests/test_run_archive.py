@@ -34,8 +34,8 @@ from workers.config import HartflowConfig, open_object_store
 from workers.progress import follow
 from workers.worker import connect
 from workflows.run import PROGRESS_TOPIC, ReplyInput
-from workflows.run_archive import PART_BUDGET_CHARS, _slices
-from workflows.state_stream import MESSAGES_TOPIC
+from workflows.run.archive import PART_BUDGET_CHARS, _slices
+from workflows.run.state_stream import MESSAGES_TOPIC
 
 _ASK = calls(tool_call("ask_clarification", "ask1", question="Which colour?", clarification_type="missing_info"))
 

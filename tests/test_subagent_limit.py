@@ -27,7 +27,7 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from tests.support import StubRunContext
 from vocabulary.delegation import SubagentsSettings, format_subagent_result_message, make_subagent_additional_kwargs
 from vocabulary.state import ThreadState
-from workflows.delegation import child_workflow_id, finished_child_message, interrupted_child_message
+from workflows.run.delegation import child_workflow_id, finished_child_message, interrupted_child_message
 
 RUN = "run-1"  # StubRunContext's run id
 

@@ -26,7 +26,7 @@ from tests.support import (
     write_script,
 )
 from workers.worker import WORKFLOWS, workflow_runner
-from workflows.delegation import SUBAGENT_WORKFLOW_NAME, child_workflow_id
+from workflows.run.delegation import SUBAGENT_WORKFLOW_NAME, child_workflow_id
 
 CHILD_USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
 

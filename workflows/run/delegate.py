@@ -1,6 +1,6 @@
 """Subagent delegation: the ``task`` tool runs a subagent as a child workflow (``HartflowSubagent``) of the run.
 
-A mixin of the run workflow (``workflows/run.py``). The child is visible under its run in the Web UI, cancelled
+A mixin of the run workflow (``workflows/run/workflow.py``). The child is visible under its run in the Web UI, cancelled
 with it (its cancellation reaches the child; so does closing the run), and timed out after
 ``run.subagents.timeout_seconds``. Its answer, failure or timeout comes back as the task result.
 """
@@ -15,9 +15,7 @@ from temporalio.exceptions import ChildWorkflowError
 
 from middlewares.base import ToolCallRequest
 from vocabulary.delegation import SUBAGENT_STATUS_KEY, task_result_message
-from workflows._run_io import RunInput, RunView
-from workflows._visibility import RunVisibility
-from workflows.delegation import (
+from workflows.run.delegation import (
     SUBAGENT_WORKFLOW_NAME,
     SubagentTask,
     UnknownSubagentTypeError,
@@ -26,6 +24,8 @@ from workflows.delegation import (
     interrupted_child_message,
     subagent_task,
 )
+from workflows.run.io import RunInput, RunView
+from workflows.run.visibility import RunVisibility
 
 
 class RunDelegation(RunVisibility):

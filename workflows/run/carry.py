@@ -1,6 +1,6 @@
 """What a run carries across continue-as-new: the continued run resumes from it as if it had never stopped.
 
-A mixin of the run workflow (``workflows/run.py``): ``_continue_as_new`` packs the run into a ``CarriedRun``,
+A mixin of the run workflow (``workflows/run/workflow.py``): ``_continue_as_new`` packs the run into a ``CarriedRun``,
 ``_resume`` unpacks it in the continued run, field for field.
 """
 
@@ -16,7 +16,7 @@ from middlewares.context import TemporalRunContext
 from vocabulary.contracts import McpToolInfo
 from vocabulary.state import ThreadState
 from vocabulary.transcript import TranscriptCursor
-from workflows._run_io import CarriedRun, RunInput
+from workflows.run.io import CarriedRun, RunInput
 
 
 class RunCarry:

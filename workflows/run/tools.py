@@ -1,7 +1,7 @@
 """A turn's tool calls: each through the wrap_tool_call chain, then to its executor (the tool activity, an MCP
 server, or a subagent for ``task``), all in parallel.
 
-A mixin of the run workflow (``workflows/run.py``).
+A mixin of the run workflow (``workflows/run/workflow.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 from temporalio.common import RetryPolicy
 
+import workflows.run.mcp_tools as mcp_tools
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.context import ActivityOptions
 from middlewares.dangling_tool_call import invalid_call_result
@@ -21,9 +22,8 @@ from vocabulary.delegation import TASK_TOOL_NAME
 from vocabulary.state import StateUpdate, ThreadState
 from vocabulary.text import ELLIPSIS, one_line
 from vocabulary.tools import ToolCatalog, ToolSpec
-from workflows import mcp_tools
-from workflows._delegate import RunDelegation
-from workflows.dispatcher import Dispatcher
+from workflows.run.delegate import RunDelegation
+from workflows.run.dispatcher import Dispatcher
 
 
 class RunTools(RunDelegation):

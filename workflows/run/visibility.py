@@ -1,6 +1,6 @@
 """What the Temporal Web UI shows of a run while it runs: its search attributes and its current details.
 
-A mixin of the run workflow (``workflows/run.py``): it reads the run's fields and writes nothing but visibility.
+A mixin of the run workflow (``workflows/run/workflow.py``): it reads the run's fields and writes only visibility.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from middlewares.context import TemporalRunContext
 from vocabulary.human_input import request_markdown
 from vocabulary.text import ELLIPSIS, one_line
 from workflows import search_attributes as sa
-from workflows._run_io import RunStatus
+from workflows.run.io import RunStatus
 
 _VISIBILITY_PATCH = "hartflow-visibility-sync"
 

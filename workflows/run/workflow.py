@@ -26,6 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
+import workflows.run.mcp_tools as mcp_tools
 from middlewares.base import Middleware, ModelRequest
 from middlewares.chain import build_lead_chain, describe
 from middlewares.context import ActivityOptions, TemporalRunContext
@@ -52,17 +53,16 @@ from vocabulary.state import StateUpdate, ThreadState, apply_update
 from vocabulary.text import model_label
 from vocabulary.tools import ToolCatalog, ToolSpec
 from vocabulary.transcript import MessageHasher, TranscriptCursor, preamble_json
-from workflows import mcp_tools
-from workflows._carry import RunCarry
-from workflows._input_check import input_problem, message_problem
-from workflows._pause import STOP_CLARIFICATION_TIMEOUT, RunPause
-from workflows._run_io import CarriedRun, ReplyInput, RunInput, RunStatus, RunView
-from workflows._tools import RunTools
-from workflows._view import RunQueries
-from workflows.dispatcher import Dispatcher
-from workflows.prompt import SYSTEM_PROMPT
-from workflows.run_archive import archive_run, archives_runs
-from workflows.state_stream import MESSAGES_TOPIC, StatePublisher
+from workflows.run.archive import archive_run, archives_runs
+from workflows.run.carry import RunCarry
+from workflows.run.dispatcher import Dispatcher
+from workflows.run.input_check import input_problem, message_problem
+from workflows.run.io import CarriedRun, ReplyInput, RunInput, RunStatus, RunView
+from workflows.run.pause import STOP_CLARIFICATION_TIMEOUT, RunPause
+from workflows.run.prompt import SYSTEM_PROMPT
+from workflows.run.queries import RunQueries
+from workflows.run.state_stream import MESSAGES_TOPIC, StatePublisher
+from workflows.run.tools import RunTools
 
 __all__ = [
     "PROGRESS_TOPIC",
@@ -97,7 +97,7 @@ _STORE_OPTIONS = ActivityOptions(
 
 @workflow.defn(name=WORKFLOW_NAME)
 class RunWorkflow(RunTools, RunPause, RunQueries, RunCarry):
-    """The lifecycle and the turn. The rest are mixins beside it: the tool calls (``workflows/_tools.py``),
+    """The lifecycle and the turn. The rest are mixins beside it: the tool calls (``workflows/run/tools.py``),
     delegation (``_delegate.py``), the pause (``_pause.py``), Web UI visibility (``_visibility.py``), the queries
     (``_view.py``) and what continue-as-new carries (``_carry.py``)."""
 

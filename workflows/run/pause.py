@@ -1,7 +1,7 @@
 """The clarification pause: a run that asked the user commits, waits durably for a reply (the ``reply`` update or
 the ``clarification_reply`` signal), and goes on with the answer as the hidden HumanMessage DeerFlow's UI sends.
 
-A mixin of the run workflow (``workflows/run.py``): the handlers are registered under these names on the run
+A mixin of the run workflow (``workflows/run/workflow.py``): the handlers are registered under these names on the run
 workflow class, which inherits them.
 """
 
@@ -21,8 +21,8 @@ from vocabulary.human_input import (
     validate_reply,
 )
 from vocabulary.state import StateUpdate
-from workflows._run_io import ReplyInput, RunView
-from workflows._visibility import RunVisibility
+from workflows.run.io import ReplyInput, RunView
+from workflows.run.visibility import RunVisibility
 
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
 _ANSWERED = "the pending request was answered already: the first reply resumes the run"

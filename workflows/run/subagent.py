@@ -22,8 +22,9 @@ from temporalio import workflow
 from middlewares.chain import build_subagent_chain
 from vocabulary.state import ThreadState
 from vocabulary.tools import ToolCatalog
-from workflows.delegation import SUBAGENT_WORKFLOW_NAME, usage_of
-from workflows.run import RunInput, RunView, RunWorkflow
+from workflows.run.delegation import SUBAGENT_WORKFLOW_NAME, usage_of
+from workflows.run.io import RunInput, RunView
+from workflows.run.workflow import RunWorkflow
 
 
 @workflow.defn(name=SUBAGENT_WORKFLOW_NAME)

@@ -1,7 +1,7 @@
 """What clients read of a run: the ``status``, ``pending_input``, ``chain``, ``events`` and ``state`` queries, the
 ``wait_settled`` update, and the view a finished run returns and archives.
 
-A mixin of the run workflow (``workflows/run.py``): the handlers are registered under these names on the run
+A mixin of the run workflow (``workflows/run/workflow.py``): the handlers are registered under these names on the run
 workflow class, which inherits them.
 """
 
@@ -21,7 +21,7 @@ from middlewares.token_usage import TokenUsageMiddleware
 from vocabulary.messages import message_text
 from vocabulary.state import ThreadState
 from vocabulary.text import ELLIPSIS, one_line
-from workflows._run_io import RunStatus, RunView
+from workflows.run.io import RunStatus, RunView
 
 
 class RunQueries:
