@@ -1,7 +1,7 @@
 """What a run carries across continue-as-new: the continued run resumes from it as if it had never stopped.
 
-A mixin of the run workflow (``workflows/run/workflow.py``): ``_continue_as_new`` packs the run into a ``CarriedRun``,
-``_resume`` unpacks it in the continued run, field for field.
+:func:`continue_as_new` packs the run into a ``CarriedRun`` and ends this execution; :func:`resume` unpacks it in
+the continued run, field for field, into its fields, context and chain.
 """
 
 from __future__ import annotations
@@ -9,65 +9,55 @@ from __future__ import annotations
 from typing import NoReturn
 
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from middlewares.base import Middleware
-from middlewares.context import TemporalRunContext
-from vocabulary.contracts import McpToolInfo
-from vocabulary.state import ThreadState
+from middlewares.context import RunContext
 from vocabulary.transcript import TranscriptCursor
+from workflows.run.fields import RunFields
 from workflows.run.io import CarriedRun, RunInput
 
 
-class RunCarry:
-    """Packs and unpacks the run across continue-as-new."""
+def resume(carried: CarriedRun, fields: RunFields, ctx: RunContext, chain: list[Middleware]) -> None:
+    fields.version = carried.version
+    fields.model_calls = carried.model_calls
+    ctx.turn = carried.turn
+    ctx.call_counts = dict(carried.call_counts)
+    ctx.stop_reason = carried.stop_reason
+    ctx.sandbox_id = carried.sandbox_id
+    for mw in chain:
+        if mw.name in carried.memory:
+            mw.import_memory(carried.memory[mw.name])
+    fields.state = carried.state
+    fields.transcript = carried.transcript or TranscriptCursor()
 
-    _input: RunInput
-    _ctx: TemporalRunContext
-    _chain: list[Middleware]
-    _state: ThreadState
-    _version: int
-    _model_calls: int
-    _transcript: TranscriptCursor
-    _stream: WorkflowStream
-    _mcp_tools: list[McpToolInfo] | None
 
-    def _resume(self, carried: CarriedRun) -> None:
-        self._version = carried.version
-        self._model_calls = carried.model_calls
-        self._ctx.turn = carried.turn
-        self._ctx.call_counts = dict(carried.call_counts)
-        self._ctx.stop_reason = carried.stop_reason
-        self._ctx.sandbox_id = carried.sandbox_id
-        for mw in self._chain:
-            if mw.name in carried.memory:
-                mw.import_memory(carried.memory[mw.name])
-        self._state = carried.state
-        self._transcript = carried.transcript or TranscriptCursor()
-
-    def _continue_as_new(self) -> NoReturn:
-        ctx = self._ctx
-        carried = CarriedRun(
-            state=self._state,
-            version=self._version,
-            turn=ctx.turn,
-            model_calls=self._model_calls,
-            call_counts=dict(ctx.call_counts),
-            stop_reason=ctx.stop_reason,
-            sandbox_id=ctx.sandbox_id,
-            memory={mw.name: memory for mw in self._chain if (memory := mw.export_memory()) is not None},
-            stream=self._stream.get_state(),
-            transcript=self._transcript,
-            mcp_tools=self._mcp_tools,
+def continue_as_new(
+    input: RunInput, fields: RunFields, ctx: RunContext, chain: list[Middleware], stream: WorkflowStreamState
+) -> NoReturn:
+    """Continue as a new run of the same input, carrying this one's fields, counters, middleware memory and
+    progress ``stream``."""
+    carried = CarriedRun(
+        state=fields.state,
+        version=fields.version,
+        turn=ctx.turn,
+        model_calls=fields.model_calls,
+        call_counts=dict(ctx.call_counts),
+        stop_reason=ctx.stop_reason,
+        sandbox_id=ctx.sandbox_id,
+        memory={mw.name: memory for mw in chain if (memory := mw.export_memory()) is not None},
+        stream=stream,
+        transcript=fields.transcript,
+        mcp_tools=fields.mcp_tools,
+    )
+    workflow.continue_as_new(
+        RunInput(
+            thread_id=input.thread_id,
+            message=input.message,
+            model=input.model,
+            user_id=input.user_id,
+            settings=input.settings,
+            carried=carried,
+            subagent=input.subagent,
         )
-        workflow.continue_as_new(
-            RunInput(
-                thread_id=self._input.thread_id,
-                message=self._input.message,
-                model=self._input.model,
-                user_id=self._input.user_id,
-                settings=self._input.settings,
-                carried=carried,
-                subagent=self._input.subagent,
-            )
-        )
+    )

@@ -1,17 +1,21 @@
 """The clarification pause: a run that asked the user commits, waits durably for a reply (the ``reply`` update or
 the ``clarification_reply`` signal), and goes on with the answer as the hidden HumanMessage DeerFlow's UI sends.
 
-A mixin of the run workflow (``workflows/run/workflow.py``): the handlers are registered under these names on the run
-workflow class, which inherits them.
+The run workflow registers the handlers (``workflows/run/workflow.py``) and hands them to :class:`Pause`, which
+keeps the request and the reply in the run's fields (``RunFields.pending``, ``RunFields.reply``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
 
+from langchain_core.messages import HumanMessage
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
+from middlewares.context import RunContext
 from vocabulary.human_input import (
     InvalidReplyError,
     Reply,
@@ -20,90 +24,80 @@ from vocabulary.human_input import (
     response_message,
     validate_reply,
 )
-from vocabulary.state import StateUpdate
-from workflows.run.io import ReplyInput, RunView
-from workflows.run.visibility import RunVisibility
+from workflows.run.fields import RunFields
+from workflows.run.io import ReplyInput
+from workflows.run.visibility import Visibility
 
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
 _ANSWERED = "the pending request was answered already: the first reply resumes the run"
 
 
-class RunPause(RunVisibility):
-    """Pauses the run on a clarification request and accepts the reply that resumes it."""
+class Pause:
+    """Pauses the run on a clarification request for at most ``timeout`` and accepts the reply that resumes it."""
 
-    _reply: Reply | None
+    def __init__(self, ctx: RunContext, fields: RunFields, visibility: Visibility, *, timeout: timedelta) -> None:
+        self._ctx = ctx
+        self._fields = fields
+        self._visibility = visibility
+        self._timeout = timeout
 
-    if TYPE_CHECKING:
-        # Provided by the run workflow (the lifecycle) and by ``RunQueries`` (the view).
-        async def _commit(self) -> None: ...
-        def _apply(self, update: StateUpdate) -> None: ...
-        def _view(self) -> RunView: ...
-
-    async def _pause(self, request: dict[str, Any]) -> bool:
-        """Commit, wait durably for a reply, and turn it into the hidden HumanMessage DeerFlow's UI sends.
-        Returns False when the wait timed out."""
-        ctx = self._ctx
-        await self._commit()
-        self._pending = request
-        self._set_status("awaiting_input")
+    async def wait(self, request: dict[str, Any], commit: Callable[[], Awaitable[None]]) -> HumanMessage | None:
+        """Commit, wait durably for a reply, and return it as the hidden HumanMessage DeerFlow's UI sends (for
+        the run to apply); ``None`` when the wait timed out, which stops the run."""
+        ctx, fields = self._ctx, self._fields
+        await commit()
+        fields.pending = request
+        self._visibility.set_status("awaiting_input")
         ctx.emit("awaiting_input", request_id=request.get("request_id"), question=request.get("question"))
         try:
             await workflow.wait_condition(
-                lambda: self._reply is not None,
-                timeout=ctx.settings.clarification_timeout,
-                timeout_summary="awaiting clarification",
+                lambda: fields.reply is not None, timeout=self._timeout, timeout_summary="awaiting clarification"
             )
         except TimeoutError:
-            self._pending = None
+            fields.pending = None
             ctx.stop_reason = STOP_CLARIFICATION_TIMEOUT
             ctx.emit("stopped", reason=STOP_CLARIFICATION_TIMEOUT)
-            return False
-        assert self._reply is not None
-        message = response_message(request, self._reply, message_id=ctx.uuid())
-        self._reply = None
-        self._pending = None
-        self._set_status("running")
+            return None
+        assert fields.reply is not None
+        message = response_message(request, fields.reply, message_id=ctx.uuid())
+        fields.reply = None
+        fields.pending = None
+        self._visibility.set_status("running")
         ctx.emit("resumed", request_id=request.get("request_id"))
-        self._apply({"messages": [message]})
-        return True
+        return message
 
-    @workflow.update(
-        name="reply",
-        description="Answer the pending clarification (validated; rejected replies leave no history).",
-    )
-    async def reply(self, answer: ReplyInput) -> RunView:
-        if self._reply is not None:
+    def reply(self, answer: ReplyInput) -> None:
+        """The ``reply`` update, once validated."""
+        if self._fields.reply is not None:
             # Accepted with others in one activation (validators all run before the first handler): the
             # first reply won, this one fails as the validator would have refused it.
             raise ApplicationError(_ANSWERED, type=ReplyConflictError.__name__, non_retryable=True)
         self._accept(Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
-        return self._view()
 
-    @reply.validator
-    def _validate_reply(self, answer: ReplyInput) -> None:
-        if self._reply is not None:
+    def validate(self, answer: ReplyInput) -> None:
+        """The ``reply`` update's validator: a refused reply leaves no history."""
+        if self._fields.reply is not None:
             raise ReplyConflictError(_ANSWERED)
-        validate_reply(self._pending, Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id))
+        validate_reply(
+            self._fields.pending, Reply(answer.answer, answer.option_id, dict(answer.fields), answer.request_id)
+        )
 
-    @workflow.signal(
-        name="clarification_reply",
-        description='Answer the pending clarification: a string, or {"answer", "option_id", "fields", "request_id"}.',
-    )
-    def clarification_reply(self, payload: Any) -> None:
+    def signal(self, payload: Any) -> None:
+        """The ``clarification_reply`` signal: a reply it cannot use is ignored with a notice, never raised."""
         try:
             reply = parse_reply(payload)
-            if self._reply is not None:
+            if self._fields.reply is not None:
                 raise ReplyConflictError(_ANSWERED)
-            validate_reply(self._pending, reply)
+            validate_reply(self._fields.pending, reply)
         except InvalidReplyError as exc:
-            self._notice = f"ignored a clarification_reply signal: {exc}"
-            workflow.logger.warning(self._notice)
-            self._update_details()
+            self._fields.notice = f"ignored a clarification_reply signal: {exc}"
+            workflow.logger.warning(self._fields.notice)
+            self._visibility.update_details()
             return
         self._accept(reply)
 
     def _accept(self, reply: Reply) -> None:
-        self._reply = reply
-        self._notice = None
+        self._fields.reply = reply
+        self._fields.notice = None
         # Flip now, so a client that waits for the run to settle right after replying sees it running.
-        self._set_status("running")
+        self._visibility.set_status("running")
