@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from middlewares.context import RunContext
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.state import StateUpdate, ThreadState
 from vocabulary.tools import ToolSpec
 
@@ -55,6 +56,8 @@ class ToolCallRequest:
     tool: ToolSpec | None
     state: ThreadState
     ctx: RunContext
+    sandbox: SandboxLease | None = None
+    """The run's sandbox lease, set by the Sandbox middleware for the wrappers inside it and the tool itself."""
 
     @property
     def name(self) -> str:

@@ -247,7 +247,7 @@ class LLMErrorHandlingMiddleware(Middleware):
         ctx = request.ctx
         call = self.config.llm_call
         # A probe whose holder vanished is freed after the longest its call could take.
-        lease = ctx.settings.model_call.timeout_seconds * call.retry_max_attempts + (
+        lease = ctx.model_calls.timeout_seconds * call.retry_max_attempts + (
             call.retry_cap_delay_ms / 1000 * (call.retry_max_attempts - 1)
         )
         admission = await best_effort(

@@ -102,12 +102,9 @@ class SubagentLimitMiddleware(Middleware):
             self.max_total,
             prior,
         )
-        ctx.emit(
-            "subagent_limit",
-            dropped=[str(last.tool_calls[i].get("id")) for i in sorted(dropped)],
-            capped=remaining_total == 0,
-        )
+        dropped_ids = [str(last.tool_calls[i].get("id")) for i in sorted(dropped)]
         if remaining_total == 0:
-            ctx.stop_reason = STOP_SUBAGENT_LIMIT_CAPPED
+            ctx.stop(STOP_SUBAGENT_LIMIT_CAPPED, "subagent_limit", dropped=dropped_ids, capped=True)
             return clone_with_tool_calls(last, kept, content=append_text(last.content, LIMIT_REACHED_NOTICE))
+        ctx.emit("subagent_limit", dropped=dropped_ids, capped=False)
         return clone_with_tool_calls(last, kept)

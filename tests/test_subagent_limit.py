@@ -379,8 +379,7 @@ async def test_a_failed_task_becomes_tool_error_handlings_task_failure() -> None
 
 
 async def test_guardrail_requests_of_a_subagent_say_so() -> None:
-    ctx = StubRunContext()
-    ctx.is_subagent = True
+    ctx = StubRunContext(is_subagent=True)
     middleware = GuardrailMiddleware(
         GuardrailProviderConfig(use="deerflow.guardrails.builtin:AllowlistProvider", config={"allowed_tools": []})
     )

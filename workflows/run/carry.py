@@ -12,19 +12,28 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from middlewares.base import Middleware
-from middlewares.context import RunContext
+from middlewares.context import RunProgress
+from middlewares.sandbox import sandbox_lease
 from vocabulary.transcript import TranscriptCursor
 from workflows.run.fields import RunFields
 from workflows.run.io import CarriedRun, RunInput
 
 
-def resume(carried: CarriedRun, fields: RunFields, ctx: RunContext, chain: list[Middleware]) -> None:
+def progress(carried: CarriedRun | None) -> RunProgress:
+    """The progress the run starts with: the carried turn, stop reason and call counts, or none yet."""
+    if carried is None:
+        return RunProgress()
+    return RunProgress(carried.turn, carried.stop_reason, dict(carried.call_counts))
+
+
+def resume(carried: CarriedRun, fields: RunFields, chain: list[Middleware]) -> None:
+    """Unpack the rest of ``carried`` into the fields and the chain (its progress went into the fields when the
+    run was built)."""
     fields.version = carried.version
     fields.model_calls = carried.model_calls
-    ctx.turn = carried.turn
-    ctx.call_counts = dict(carried.call_counts)
-    ctx.stop_reason = carried.stop_reason
-    ctx.sandbox_id = carried.sandbox_id
+    lease = sandbox_lease(chain)
+    if lease is not None:
+        lease.sandbox_id = carried.sandbox_id
     for mw in chain:
         if mw.name in carried.memory:
             mw.import_memory(carried.memory[mw.name])
@@ -33,18 +42,18 @@ def resume(carried: CarriedRun, fields: RunFields, ctx: RunContext, chain: list[
 
 
 def continue_as_new(
-    input: RunInput, fields: RunFields, ctx: RunContext, chain: list[Middleware], stream: WorkflowStreamState
+    input: RunInput, fields: RunFields, chain: list[Middleware], stream: WorkflowStreamState
 ) -> NoReturn:
     """Continue as a new run of the same input, carrying this one's fields, counters, middleware memory and
     progress ``stream``."""
     carried = CarriedRun(
         state=fields.state,
         version=fields.version,
-        turn=ctx.turn,
+        turn=fields.progress.turn,
         model_calls=fields.model_calls,
-        call_counts=dict(ctx.call_counts),
-        stop_reason=ctx.stop_reason,
-        sandbox_id=ctx.sandbox_id,
+        call_counts=dict(fields.progress.call_counts),
+        stop_reason=fields.progress.stop_reason,
+        sandbox_id=lease.sandbox_id if (lease := sandbox_lease(chain)) is not None else None,
         memory={mw.name: memory for mw in chain if (memory := mw.export_memory()) is not None},
         stream=stream,
         transcript=fields.transcript,

@@ -17,6 +17,7 @@ from temporalio.exceptions import ChildWorkflowError
 from middlewares.base import ToolCallRequest
 from middlewares.context import RunContext
 from middlewares.run_settings import RunSettings
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.delegation import SUBAGENT_STATUS_KEY, task_result_message
 from workflows.run.delegation import (
     SUBAGENT_WORKFLOW_NAME,
@@ -44,9 +45,9 @@ class Delegation:
     async def delegate(self, request: ToolCallRequest) -> ToolMessage:
         """The ``task`` tool: start the subagent, wait for it, and report it started and finished."""
         ctx = self._ctx
-        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
-        if sandbox_id is None:
-            ctx.sandbox_unreported = True  # the child may acquire the thread's sandbox; it never reports the id
+        lease = request.sandbox or SandboxLease()  # a chain without Sandbox keeps no lease
+        sandbox_id = lease.for_call(request.state)
+        lease.starting(sandbox_id)  # the child may acquire the thread's sandbox; it never reports the id
         try:
             task, prompt, max_turns = subagent_task(
                 request.tool_call, self._settings.subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id

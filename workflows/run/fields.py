@@ -1,8 +1,8 @@
 """Everything a run changes while it runs, in one place: the run workflow owns one :class:`RunFields` and hands
 it to the collaborators that read or write it (the tool turn, the pause, delegation, visibility, the view).
 
-What a hook may see of the run (turn, stop reason, events) is on the run context instead
-(``middlewares/context.py``); the thread state lives here, because only the engine writes it.
+The turn, stop reason and call counts (``progress``) are here too, and the run context reads them: hooks see them
+there read-only, and stop the run through ``RunContext.stop``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from middlewares.context import RunProgress
 from vocabulary.contracts import McpToolInfo
 from vocabulary.human_input import Reply
 from vocabulary.state import StateUpdate, ThreadState, apply_update
@@ -22,6 +23,8 @@ from workflows.run.io import RunStatus
 class RunFields:
     """The run's mutable fields. Queries read them; only workflow code (the run and its collaborators) writes."""
 
+    progress: RunProgress = field(default_factory=RunProgress)
+    """Turn, stop reason and model-call counts, shared with the run context (carried across continue-as-new)."""
     state: ThreadState = field(default_factory=ThreadState)
     """The thread state as of the last step: whatever ends the loop leaves it for after_agent and the commit."""
     version: int = 0

@@ -8,14 +8,11 @@ continue-as-new).
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from langchain_core.messages import AIMessage
 from temporalio import workflow
 
 from middlewares.base import ModelRequest
-from middlewares.context import ActivityOptions, RunContext
-from middlewares.llm_error_handling import model_retry_policy, retry_budget
+from middlewares.context import RunContext
 from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 from vocabulary.text import model_label
 from vocabulary.transcript import MessageHasher, preamble_json
@@ -34,8 +31,6 @@ class ModelCall:
 
     async def invoke(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx
-        settings = ctx.settings.model_call
-        llm = ctx.settings.middlewares.llm_error_handling
         ctx.emit("model_call", turn=ctx.turn)
         # The messages go by reference: only those the previous request did not carry travel in history; so do
         # the system message and tool schemas, in runs started since the patch (older ones send them inline).
@@ -54,16 +49,12 @@ class ModelCall:
                 purpose="agent",
                 call_index=ctx.next_call_index("agent"),
                 run_key=f"{ctx.workflow_id}/{ctx.run_id}",
-                retry=retry_budget(llm),
+                retry=ctx.model_calls.retry_budget,
                 retry_signal=LLM_RETRY_SIGNAL,
             ),
             result_type=AIMessage,
             summary=f"model {model_label(request.model)} · turn {ctx.turn}",
-            options=ActivityOptions(
-                start_to_close=timedelta(seconds=settings.timeout_seconds),
-                heartbeat=timedelta(seconds=settings.heartbeat_seconds),
-                retry=model_retry_policy(llm),
-            ),
+            options=ctx.model_calls.options,
         )
         self._fields.transcript = cursor
         return message

@@ -55,8 +55,7 @@ class Pause:
             )
         except TimeoutError:
             fields.pending = None
-            ctx.stop_reason = STOP_CLARIFICATION_TIMEOUT
-            ctx.emit("stopped", reason=STOP_CLARIFICATION_TIMEOUT)
+            ctx.stop(STOP_CLARIFICATION_TIMEOUT)
             return None
         assert fields.reply is not None
         message = response_message(request, fields.reply, message_id=ctx.uuid())

@@ -40,7 +40,7 @@ async def start(
     """Put the state the run starts from in ``fields``: carried across continue-as-new, else loaded from the
     thread (a subagent's: seeded), plus the user's message."""
     if input.carried is not None:
-        carry.resume(input.carried, fields, ctx, chain)
+        carry.resume(input.carried, fields, chain)
         return
     if profile.owns_thread:
         snapshot = await ctx.call(

@@ -9,17 +9,15 @@ for the run to pause on. ``task`` calls go to delegation (``workflows/run/delega
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
 from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
-from temporalio.common import RetryPolicy
 
 import workflows.run.mcp_tools as mcp_tools
 from middlewares.base import Command, ToolCallRequest, ToolResult
-from middlewares.context import ActivityOptions, RunContext
+from middlewares.context import RunContext
 from middlewares.dangling_tool_call import invalid_call_result
-from middlewares.run_settings import ToolCallSettings
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput, ToolCallOutput
 from vocabulary.delegation import TASK_TOOL_NAME
 from vocabulary.state import ThreadState
@@ -42,14 +40,12 @@ class ToolTurn:
         *,
         visibility: Visibility,
         delegation: Delegation,
-        settings: ToolCallSettings,
     ) -> None:
         self._ctx = ctx
         self._fields = fields
         self._catalog = catalog
         self._visibility = visibility
         self._delegation = delegation
-        self._settings = settings
 
     async def run(self, dispatcher: Dispatcher, calls: list[ToolCall]) -> dict[str, Any] | None:
         """Run the calls in parallel against the same state, apply their results in call order, and return the
@@ -113,24 +109,18 @@ class ToolTurn:
         """A built-in tool, run by the tool activity (in the thread's sandbox when the tool needs one)."""
         ctx = self._ctx
         name, call_id = request.name, request.call_id
-        settings = self._settings
-        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
-        if sandbox_id is None and tool.sandbox:
-            ctx.sandbox_unreported = True  # until an id comes back: a cancellation or failure may leave it so
+        lease = request.sandbox or SandboxLease()  # a chain without Sandbox keeps no lease
+        sandbox_id = lease.for_call(request.state)
+        if tool.sandbox:
+            lease.starting(sandbox_id)
         output = await ctx.call(
             TOOL_EXECUTE,
             ToolCallInput(ctx.thread, request.tool_call, sandbox_id=sandbox_id, run_key=ctx.workflow_id),
             result_type=ToolCallOutput,
             summary=f"tool {label}",
-            options=ActivityOptions(
-                start_to_close=timedelta(seconds=settings.timeout_seconds),
-                heartbeat=timedelta(seconds=settings.heartbeat_seconds),
-                retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts),
-            ),
+            options=ctx.tool_calls.options,
         )
-        if output.sandbox_id:
-            ctx.sandbox_id = output.sandbox_id
-            ctx.sandbox_unreported = False
+        lease.reported(output.sandbox_id)
         ctx.emit("tool_result", tool=name, call_id=call_id, status=output.status)
         return ToolMessage(
             output.content,

@@ -37,7 +37,7 @@ import workflows.run.mcp_tools as mcp_tools
 import workflows.run.thread_io as thread_io
 from middlewares.base import ModelRequest
 from middlewares.chain import describe
-from middlewares.context import TemporalRunContext
+from middlewares.context import RunEvents, TemporalRunContext
 from middlewares.deferred_tool_filter import TOOL_SEARCH
 from vocabulary.contracts import (
     LLM_RETRY_SIGNAL,
@@ -82,30 +82,37 @@ class RunWorkflow:
         info = workflow.info()
         settings = input.settings
         self._input = input
-        self._ctx = TemporalRunContext(
-            thread=ThreadRef(input.user_id, input.thread_id),
-            run_id=info.first_execution_run_id,
-            workflow_id=info.workflow_id,
-            model=input.model,
-            settings=settings,
-        )
-        self._ctx.is_subagent = self.profile.is_subagent
-        self._fields = RunFields()
-        self._chain = self.profile.build_chain(settings, ())
-        self._catalog = self.profile.catalog(settings, self._chain)
-        self._visibility = Visibility(self._ctx, self._fields)
-        self._pause = Pause(self._ctx, self._fields, self._visibility, timeout=settings.clarification_timeout)
-        self._model_call = ModelCall(self._ctx, self._fields)
+        self._fields = fields = RunFields(progress=carry.progress(input.carried))
         # Progress events also go to a workflow stream: ``hartflow run`` follows it live, and a client that
         # reconnects resumes from its offset. The SDK requires building it here, in __init__.
         prior = input.carried.stream if input.carried is not None else None
         self._stream = WorkflowStream(prior_state=prior)
         progress = self._stream.topic(PROGRESS_TOPIC, type=dict)
-        self._ctx.event_offset = prior.base_offset + len(prior.log) if prior is not None else 0
-        self._ctx.publish = lambda event: progress.publish(event.as_dict())
-        # API clients stream the thread state (values, messages) from the same stream: the run publishes it.
-        self._state_publisher = StatePublisher(self._stream.topic(MESSAGES_TOPIC, type=dict))
-        self._ctx.before_emit = self._publish_state
+        # API clients stream the thread state (values, messages) from the same stream: the run publishes it
+        # before each event, so they see the state an event refers to before the event.
+        state_publisher = StatePublisher(self._stream.topic(MESSAGES_TOPIC, type=dict))
+        events = RunEvents(
+            prior.base_offset + len(prior.log) if prior is not None else 0,
+            publish=lambda event: progress.publish(event.as_dict()),
+            before_each=lambda: state_publisher.sync(fields.state),
+        )
+        self._ctx = TemporalRunContext(
+            thread=ThreadRef(input.user_id, input.thread_id),
+            run_id=info.first_execution_run_id,
+            workflow_id=info.workflow_id,
+            model=input.model,
+            model_calls=settings.model_call_policy(),
+            tool_calls=settings.tool_call_policy(),
+            capabilities=settings.model_capabilities,
+            is_subagent=self.profile.is_subagent,
+            progress=fields.progress,
+            events=events,
+        )
+        self._chain = self.profile.build_chain(settings, ())
+        self._catalog = self.profile.catalog(settings, self._chain)
+        self._visibility = Visibility(self._ctx, fields)
+        self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
+        self._model_call = ModelCall(self._ctx, fields)
 
     # -- handlers: what clients may ask and tell a run ----------------------------------------------------
 
@@ -190,7 +197,6 @@ class RunWorkflow:
             self._catalog,
             visibility=self._visibility,
             delegation=delegation,
-            settings=input.settings.tool_call,
         )
         if input.carried is None:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
@@ -210,7 +216,7 @@ class RunWorkflow:
             # Release the stream's waiting subscribers (new ones retry until the continued run answers).
             self._stream.detach_pollers()
             await self._commit()
-            carry.continue_as_new(input, fields, ctx, self._chain, self._stream.get_state())
+            carry.continue_as_new(input, fields, self._chain, self._stream.get_state())
         try:
             fields.state = (await dispatcher.after_agent(fields.state)).state
         except Exception as exc:
@@ -236,9 +242,6 @@ class RunWorkflow:
     async def _start(self, input: RunInput) -> None:
         await thread_io.start(input, self._fields, self._ctx, self._chain, self.profile)
 
-    def _publish_state(self) -> None:
-        self._ctx.event_offset += self._state_publisher.sync(self._fields.state)
-
     async def _loop(self, dispatcher: Dispatcher, tools: ToolTurn) -> None:
         """The agent loop. It keeps the fields' state current after every step, so whatever ends the loop (an
         answer, a limit, a failure, a cancellation) leaves the latest state for after_agent and the commit."""
@@ -262,8 +265,7 @@ class RunWorkflow:
         """The run stops here (the recursion limit), or goes on in a continued run (history grew large)."""
         ctx, fields = self._ctx, self._fields
         if fields.model_calls >= self._input.settings.recursion_limit:
-            ctx.stop_reason = STOP_RECURSION_LIMIT
-            ctx.emit("stopped", reason=STOP_RECURSION_LIMIT)
+            ctx.stop(STOP_RECURSION_LIMIT)
             return True
         if fields.model_calls and workflow.info().is_continue_as_new_suggested():
             fields.continue_as_new_requested = True
@@ -272,7 +274,7 @@ class RunWorkflow:
 
     async def _model_turn(self, dispatcher: Dispatcher) -> None:
         ctx, fields = self._ctx, self._fields
-        ctx.turn += 1
+        fields.progress.turn += 1
         fields.model_calls += 1
         self._visibility.sync_search_attributes()
         self._visibility.update_details()
