@@ -9,9 +9,9 @@ their own names, never through this one.
 
 from workflows.run.input_check import message_problem
 from workflows.run.io import CarriedRun, ReplyInput, RunInput, RunStatus, RunView
+from workflows.run.state_stream import PROGRESS_TOPIC
 from workflows.run.subagent import SubagentWorkflow
 from workflows.run.workflow import (
-    PROGRESS_TOPIC,
     STOP_CLARIFICATION_TIMEOUT,
     STOP_RECURSION_LIMIT,
     WORKFLOW_NAME,

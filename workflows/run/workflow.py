@@ -37,13 +37,9 @@ import workflows.run.mcp_tools as mcp_tools
 import workflows.run.thread_io as thread_io
 from middlewares.base import ModelRequest
 from middlewares.chain import describe
-from middlewares.context import RunEvents, TemporalRunContext
+from middlewares.context import TemporalRunContext
 from middlewares.deferred_tool_filter import TOOL_SEARCH
-from vocabulary.contracts import (
-    LLM_RETRY_SIGNAL,
-    LlmRetryNotice,
-    ThreadRef,
-)
+from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
 from vocabulary.messages import last_ai_message, message_text
 from workflows.run.archive import archive_run, archives_runs
 from workflows.run.delegate import Delegation
@@ -55,21 +51,20 @@ from workflows.run.model_call import ModelCall
 from workflows.run.pause import STOP_CLARIFICATION_TIMEOUT, Pause
 from workflows.run.profile import LEAD, RunProfile
 from workflows.run.prompt import SYSTEM_PROMPT
-from workflows.run.state_stream import MESSAGES_TOPIC, StatePublisher
+from workflows.run.state_stream import run_events
 from workflows.run.tools import ToolTurn
 from workflows.run.view import closing_status, final_view, run_view, state_brief
 from workflows.run.visibility import Visibility
 
-__all__ = ["PROGRESS_TOPIC", "STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
+__all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
 
 WORKFLOW_NAME = "HartflowRun"
 
-PROGRESS_TOPIC = "progress"
-"""The workflow-stream topic carrying the run's progress events (``RunEvent.as_dict()``)."""
 _INPUT_CHECK_PATCH = "hartflow-input-check"
 _INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
 
 STOP_RECURSION_LIMIT = "recursion_limit"
+
 
 @workflow.defn(name=WORKFLOW_NAME)
 class RunWorkflow:
@@ -83,19 +78,10 @@ class RunWorkflow:
         settings = input.settings
         self._input = input
         self._fields = fields = RunFields(progress=carry.progress(input.carried))
-        # Progress events also go to a workflow stream: ``hartflow run`` follows it live, and a client that
-        # reconnects resumes from its offset. The SDK requires building it here, in __init__.
+        # The run's workflow stream (progress events, thread state): the SDK requires building it in __init__.
         prior = input.carried.stream if input.carried is not None else None
         self._stream = WorkflowStream(prior_state=prior)
-        progress = self._stream.topic(PROGRESS_TOPIC, type=dict)
-        # API clients stream the thread state (values, messages) from the same stream: the run publishes it
-        # before each event, so they see the state an event refers to before the event.
-        state_publisher = StatePublisher(self._stream.topic(MESSAGES_TOPIC, type=dict))
-        events = RunEvents(
-            prior.base_offset + len(prior.log) if prior is not None else 0,
-            publish=lambda event: progress.publish(event.as_dict()),
-            before_each=lambda: state_publisher.sync(fields.state),
-        )
+        events = run_events(self._stream, prior, lambda: fields.state)
         self._ctx = TemporalRunContext(
             thread=ThreadRef(input.user_id, input.thread_id),
             run_id=info.first_execution_run_id,
@@ -191,13 +177,7 @@ class RunWorkflow:
         await self._add_mcp_tools(input)
         dispatcher = Dispatcher(self._chain, ctx)
         delegation = Delegation(ctx, fields, self._visibility, input.settings)
-        tools = ToolTurn(
-            ctx,
-            fields,
-            self._catalog,
-            visibility=self._visibility,
-            delegation=delegation,
-        )
+        tools = ToolTurn(ctx, fields, self._catalog, visibility=self._visibility, delegation=delegation)
         if input.carried is None:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
         await self._start(input)
