@@ -94,14 +94,15 @@ def circles(packages: Iterable[str]) -> list[list[str]]:
 
 KNOWN = {
     "workers": "workers/config.py imports ApiSettings from workers/api/auth.py, which imports HartflowConfig "
-    "type-only (code review §5.2): open, in the client-side run service's part of the code",
+    "type-only (code review §5.2); the client-side run service's branch moves ApiSettings out of auth.py, and this "
+    "mark goes once both have landed (not strict, so it reports XPASS until then)",
 }
 
 
 @pytest.mark.parametrize(
     "package",
     [
-        pytest.param(package, marks=pytest.mark.xfail(strict=True, reason=KNOWN[package]))
+        pytest.param(package, marks=pytest.mark.xfail(strict=False, reason=KNOWN[package]))
         if package in KNOWN
         else package
         for package in PACKAGES
