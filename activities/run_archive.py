@@ -16,7 +16,7 @@ at ``users/{user}/threads/{thread}/runs/{run_id}.json`` on the configured backen
       ]
     }
 
-A stream too large for one activity input arrives in parts (``workflows/run_archive.py``): every part but the
+A stream too large for one activity input arrives in parts (``workflows/run/archive.py``): every part but the
 last is stored first, create-only, at ``runs/{run_id}.part-{k}.json`` (``{"format", "run_id", "part",
 "events"}``); the last one is the record above, with ``"parts": n`` and the events of its own slice, so a reader
 that finds the record finds every part.

@@ -3,26 +3,66 @@
 langchain's ``SummarizationMiddleware`` (``_determine_cutoff_index``, its safe cutoff that never splits an
 AIMessage from its ToolMessages) with DeerFlow's additions: recent skill-file reads kept verbatim, and
 SystemMessages, DynamicContext reminders and the current request never summarised. Used by
-``middlewares/summarization.py``; tested in ``tests/test_compaction.py``.
+``middlewares/summarization.py``; tested in ``tests/test_compaction.py``. The middleware's config types are
+defined here, where the plan reads them, so this module needs nothing from the middleware that uses it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.messages.utils import count_tokens_approximately
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from middlewares._messages import SUMMARY_MESSAGE_NAME, is_dynamic_context_reminder, is_genuine_user_message
 from middlewares._tool_calls import clone_with_tool_calls
 from vocabulary.messages import last_ai_message
 
-if TYPE_CHECKING:  # the config is the middleware's, which imports this module
-    from middlewares.summarization import ContextSize, SummarizationConfig
-
 DEFAULT_MESSAGES_TO_KEEP = 20
+
+
+class ContextSize(BaseModel):
+    """A trigger or retention size: a message count, a token count, or a fraction of the context window."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["messages", "tokens", "fraction"]
+    value: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ContextSize:
+        if self.type == "fraction" and self.value > 1:
+            raise ValueError("a fraction must be in (0, 1]")
+        if self.type != "fraction" and self.value != int(self.value):
+            raise ValueError(f"{self.type} must be a whole number")
+        return self
+
+
+class SummarizationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    model: str | None = Field(default=None, description="model spec for summaries; unset = the run's model")
+    trigger: ContextSize | list[ContextSize] | None = Field(
+        default=None, description="when to summarise (a list: any of them); unset = never"
+    )
+    keep: ContextSize = Field(default_factory=lambda: ContextSize(type="messages", value=DEFAULT_MESSAGES_TO_KEEP))
+    trim_tokens_to_summarize: int | None = Field(default=4000, ge=1, description="summary input budget; null = all")
+    summary_prompt: str | None = Field(default=None, description="template with {messages}; unset = langchain's")
+    preserve_recent_skill_count: int = Field(default=5, ge=0, description="recent skill reads kept verbatim; 0 = off")
+    preserve_recent_skill_tokens: int = Field(default=25_000, ge=0)
+    preserve_recent_skill_tokens_per_skill: int = Field(default=5_000, ge=0)
+    skill_file_read_tool_names: list[str] = Field(default_factory=lambda: ["read_file", "read", "view", "cat"])
+    skills_container_path: str = Field(default="/mnt/skills", description="DeerFlow's skills.container_path")
+
+    @property
+    def triggers(self) -> list[ContextSize]:
+        if self.trigger is None:
+            return []
+        return list(self.trigger) if isinstance(self.trigger, list) else [self.trigger]
 _SKILL_PATH_ARGS = ("path", "file_path", "filepath")
 
 

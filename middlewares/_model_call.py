@@ -8,13 +8,10 @@ identical in shape, so their activity summaries and options stay exactly what re
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from langchain_core.messages import AIMessage, HumanMessage
 
 from middlewares._activity_call import call_activity
-from middlewares.context import ActivityOptions, RunContext
-from middlewares.llm_error_handling import model_retry_policy, retry_budget
+from middlewares.context import RunContext
 from vocabulary.contracts import MODEL_INVOKE, LlmRetryBudget, ModelCallInput, ModelPurpose
 
 
@@ -40,24 +37,12 @@ def prompt_request(
 
 async def call_model(ctx: RunContext, model: str, prompt: str, *, purpose: ModelPurpose, summary: str) -> AIMessage:
     """Ask ``model`` one prompt from a hook, with the run's model-call timeouts and LLM retry budget."""
-    llm = ctx.settings.middlewares.llm_error_handling
-    timeouts = ctx.settings.model_call
     request = prompt_request(
         model,
         prompt,
         purpose=purpose,
         call_index=ctx.next_call_index(purpose),
         run_key=f"{ctx.workflow_id}/{ctx.run_id}",
-        retry=retry_budget(llm),
+        retry=ctx.model_calls.retry_budget,
     )
-    return await call_activity(
-        ctx,
-        MODEL_INVOKE,
-        request,
-        summary=summary,
-        options=ActivityOptions(
-            start_to_close=timedelta(seconds=timeouts.timeout_seconds),
-            heartbeat=timedelta(seconds=timeouts.heartbeat_seconds),
-            retry=model_retry_policy(llm),
-        ),
-    )
+    return await call_activity(ctx, MODEL_INVOKE, request, summary=summary, options=ctx.model_calls.options)

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, get_buffer_string, trim_messages
 
-from middlewares._compaction import count_tokens
+from middlewares._compaction import SummarizationConfig, count_tokens
 from vocabulary.text import head_and_tail
-
-if TYPE_CHECKING:  # the config is the middleware's, which imports this module
-    from middlewares.summarization import SummarizationConfig
 
 # langchain's DEFAULT_SUMMARY_PROMPT (langchain 1.3), which DeerFlow uses when ``summary_prompt`` is unset.
 DEFAULT_SUMMARY_PROMPT = """<role>

@@ -1,6 +1,6 @@
 """The middleware contract: six async hooks with LangChain v1 ``create_agent`` semantics.
 
-Dispatch (``workflows/dispatcher.py``) follows DeerFlow exactly:
+Dispatch (``workflows/run/dispatcher.py``) follows DeerFlow exactly:
 
 * ``before_agent`` / ``before_model`` run in list order; ``after_model`` / ``after_agent`` in reverse;
 * ``wrap_model_call`` / ``wrap_tool_call``: the first middleware in the list is the outermost wrapper.
@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
 
 from middlewares.context import RunContext
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.state import StateUpdate, ThreadState
 from vocabulary.tools import ToolSpec
 
@@ -55,6 +56,8 @@ class ToolCallRequest:
     tool: ToolSpec | None
     state: ThreadState
     ctx: RunContext
+    sandbox: SandboxLease | None = None
+    """The run's sandbox lease, set by the Sandbox middleware for the wrappers inside it and the tool itself."""
 
     @property
     def name(self) -> str:

@@ -5,7 +5,7 @@ Hooks
   never executes it. Returns a :class:`Command` whose update appends the clarification ToolMessage
   (**thread state**: ``id="clarification:{tool_call_id}"``, the text fallback as content, the
   ``human_input_request`` payload as ``artifact.human_input``) and whose ``interrupt`` carries the payload.
-  The run workflow (``workflows/run.py``) runs the turn's other tool calls, commits the state, pauses with
+  The run workflow (``workflows/run/workflow.py``) runs the turn's other tool calls, commits the state, pauses with
   status ``awaiting_input`` and, on a reply, appends the hidden ``human_input_response`` HumanMessage and
   calls the model again: the same run continues (the pause is the **side effect**).
 * In ``non_interactive`` runs it returns DeerFlow's "Clarification is disabled" ToolMessage and the loop goes on.

@@ -4,6 +4,10 @@ Hooks run inside the workflow, so they must never read the wall clock, call ``uu
 network. Everything like that goes through this object. :class:`TemporalRunContext` backs it with
 ``workflow.now()``, ``workflow.uuid4()``, ``workflow.random()`` and ``workflow.execute_activity``; tests of
 pure middleware logic may use another subclass with a fixed clock.
+
+The engine (``workflows/run/workflow.py``) builds the context once per run, with everything it needs: nothing on
+it is wired from outside afterwards, and it knows no middleware's settings (only the call policies built from
+them), so this module, which every middleware imports, imports none of them.
 """
 
 from __future__ import annotations
@@ -13,17 +17,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 
-from vocabulary.contracts import ThreadRef
-
-if TYPE_CHECKING:
-    # Only a type here: middleware config models are imported by the settings, and middlewares import this.
-    from middlewares.run_settings import RunSettings
+from middlewares.call_settings import ModelCapabilities
+from vocabulary.contracts import LlmRetryBudget, ThreadRef
 
 T = TypeVar("T")
 
@@ -65,36 +66,107 @@ class RunEvent:
         return {"seq": self.seq, "kind": self.kind, "at": self.at, **self.data}
 
 
-class RunContext(ABC):
-    """Per-run context handed to every hook (DeerFlow's ``runtime.context``, made deterministic)."""
+@dataclass(frozen=True)
+class ModelCallPolicy:
+    """How the run calls its model, the agent's turns and the hooks' single prompts alike: the activity options
+    (timeouts, Temporal's retry policy) and the per-reason retry budget the model activity enforces. The engine
+    builds it once from the run's settings (``RunSettings.model_call_policy``)."""
 
-    def __init__(self, *, thread: ThreadRef, run_id: str, workflow_id: str, model: str, settings: RunSettings):
-        self.thread = thread
-        self.run_id = run_id
-        self.workflow_id = workflow_id
-        self.model = model
-        self.settings = settings
-        self.turn = 0
-        self.stop_reason: str | None = None
-        self.sandbox_id: str | None = None
-        """The sandbox a tool of this run acquired (DeerFlow's ``runtime.context["sandbox_id"]``)."""
-        self.sandbox_unreported = False
-        """A sandbox tool activity (or a subagent) started while no sandbox id was known and no id came back: it
-        may have created the thread's sandbox (a tool reports the id only when it returns, a subagent never), so
-        the run releases by thread."""
-        self.is_subagent = False
-        """This run is a subagent working on a lead run's ``task`` call (``workflows/subagent.py``)."""
-        self.call_counts: dict[str, int] = {}
-        self.events: list[RunEvent] = []
-        self.event_offset = 0
-        """Stream items published before this run's first event (earlier runs of this chain, before
-        continue-as-new) plus the state items it published since (``workflows/state_stream.py``): ``seq``
-        counts on from here, so it is the event's offset in the run's workflow stream."""
-        self.publish: Callable[[RunEvent], None] | None = None
-        """Where each event goes besides ``events``: the run workflow's progress stream."""
-        self.before_emit: Callable[[], None] | None = None
-        """Called before each event is numbered: the run workflow publishes its state changes there (and counts
-        them into ``event_offset``), so API clients see the state an event refers to before the event."""
+    options: ActivityOptions
+    retry_budget: LlmRetryBudget
+    timeout_seconds: float
+    """One attempt's start-to-close timeout, as configured (``options`` holds it as a ``timedelta``)."""
+
+
+@dataclass(frozen=True)
+class ToolCallPolicy:
+    """How the run calls a tool activity (built-in or MCP): built once from ``RunSettings.tool_call``."""
+
+    options: ActivityOptions
+
+
+@dataclass
+class RunProgress:
+    """What the run counts and how it stopped: the engine advances ``turn``; hooks read it through the context,
+    count their model calls with :meth:`RunContext.next_call_index` and stop the run with
+    :meth:`RunContext.stop`. Carried across continue-as-new."""
+
+    turn: int = 0
+    stop_reason: str | None = None
+    call_counts: dict[str, int] = field(default_factory=dict)
+
+
+class RunEvents:
+    """The run's progress events: kept for the ``events`` query, numbered on from ``offset`` and handed to
+    ``publish`` (the run's progress stream). ``before_each`` runs before an event is numbered and returns how many
+    stream items it published (the run publishes its state changes there, so API clients see the state an event
+    refers to before the event); ``seq`` is therefore the event's offset in the run's workflow stream."""
+
+    def __init__(
+        self,
+        offset: int = 0,
+        *,
+        publish: Callable[[RunEvent], None] | None = None,
+        before_each: Callable[[], int] | None = None,
+    ) -> None:
+        self.items: list[RunEvent] = []
+        self._offset = offset
+        self._publish = publish
+        self._before_each = before_each
+
+    def add(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> None:
+        if self._before_each is not None:
+            self._offset += self._before_each()
+        event = RunEvent(self._offset + len(self.items), kind, at(), data)
+        self.items.append(event)
+        if self._publish is not None:
+            self._publish(event)
+
+
+class RunContext(ABC):
+    """Per-run context handed to every hook (DeerFlow's ``runtime.context``, made deterministic): the run's
+    identity, its call policies and the model's capabilities, fixed at construction; services (clock, ids,
+    randomness, activities, events); and the progress hooks may read (turn, stop reason) but change only through
+    :meth:`next_call_index` and :meth:`stop`."""
+
+    def __init__(
+        self,
+        *,
+        thread: ThreadRef,
+        run_id: str,
+        workflow_id: str,
+        model: str,
+        model_calls: ModelCallPolicy,
+        tool_calls: ToolCallPolicy,
+        capabilities: ModelCapabilities,
+        is_subagent: bool = False,
+        progress: RunProgress | None = None,
+        events: RunEvents | None = None,
+    ) -> None:
+        self.thread: Final = thread
+        self.run_id: Final = run_id
+        self.workflow_id: Final = workflow_id
+        self.model: Final = model
+        self.model_calls: Final = model_calls
+        self.tool_calls: Final = tool_calls
+        self.capabilities: Final = capabilities
+        self.is_subagent: Final = is_subagent
+        """This run is a subagent working on a lead run's ``task`` call (``workflows/run/subagent.py``)."""
+        self._progress = progress or RunProgress()
+        self._events = events or RunEvents()
+
+    @property
+    def turn(self) -> int:
+        return self._progress.turn
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the run stopped (or is stopping) before the model answered for good; ``None`` while it runs on."""
+        return self._progress.stop_reason
+
+    @property
+    def events(self) -> list[RunEvent]:
+        return self._events.items
 
     @property
     def user_id(self) -> str:
@@ -133,17 +205,24 @@ class RunContext(ABC):
 
     def next_call_index(self, purpose: str) -> int:
         """0-based index of the next model call for ``purpose`` in this run (scripted models key on it)."""
-        index = self.call_counts.get(purpose, 0)
-        self.call_counts[purpose] = index + 1
+        counts = self._progress.call_counts
+        index = counts.get(purpose, 0)
+        counts[purpose] = index + 1
         return index
 
     def emit(self, kind: str, **data: Any) -> None:
-        if self.before_emit is not None:
-            self.before_emit()
-        event = RunEvent(self.event_offset + len(self.events), kind, self.now().isoformat(), data)
-        self.events.append(event)
-        if self.publish is not None:
-            self.publish(event)
+        """Record a progress event (``events`` query, progress stream, ``hartflow run --events``)."""
+        self._events.add(kind, lambda: self.now().isoformat(), data)
+
+    def stop(self, reason: str, event: str | None = None, **data: Any) -> None:
+        """Stop the run for ``reason`` (its stop reason from now on, the only way to set one) and record the
+        progress event ``event`` with ``data`` (by default ``stopped`` with the reason). The run ends after the
+        current step; the engine reads a stop reason as "a hard stop cleared this turn's calls"."""
+        self._progress.stop_reason = reason
+        if event is None:
+            self.emit("stopped", reason=reason)
+        else:
+            self.emit(event, **data)
 
 
 class TemporalRunContext(RunContext):

@@ -4,7 +4,7 @@ Hook
 * ``wrap_model_call``: consults the circuit breaker, calls the model, and when the call failed for good returns
   DeerFlow's fallback ``AIMessage`` (``deerflow_error_fallback``, ``error_type``, ``error_reason``,
   ``error_detail``) instead of raising. The fallback becomes the model's reply in **thread state**, and the run
-  ends with status ``error`` (``workflows/run.py`` maps a trailing fallback message to it), not as a failed
+  ends with status ``error`` (``workflows/run/workflow.py`` maps a trailing fallback message to it), not as a failed
   workflow. Cancellation is never swallowed; the clarification pause is not a model-call error and never
   reaches this hook.
 * Circuit breaker: a **side effect** through two local activities (``llm_breaker.check`` before the call,
@@ -248,7 +248,7 @@ class LLMErrorHandlingMiddleware(Middleware):
         ctx = request.ctx
         call = self.config.llm_call
         # A probe whose holder vanished is freed after the longest its call could take.
-        lease = ctx.settings.model_call.timeout_seconds * call.retry_max_attempts + (
+        lease = ctx.model_calls.timeout_seconds * call.retry_max_attempts + (
             call.retry_cap_delay_ms / 1000 * (call.retry_max_attempts - 1)
         )
         admission = await best_effort(

@@ -17,7 +17,7 @@ A forced stop takes precedence over warnings and layer 1 over layer 2.
 Hooks
 * ``after_model``: detection. A forced stop rewrites the AIMessage (**thread state**, same id): tool calls
   cleared, structured and raw, ``finish_reason`` ``tool_calls`` → ``stop``, and a ``[FORCED STOP]`` line
-  appended, so the loop ends with that message as the answer; ``ctx.stop_reason = "loop_capped"``. A
+  appended, so the loop ends with that message as the answer; ``ctx.stop("loop_capped", …)``. A
   warning is only queued (**per-run memory**): the tool results of this turn do not exist yet, and a
   message inserted between the calls and their results would break the call/result pairing strict
   providers enforce.
@@ -136,8 +136,7 @@ class LoopDetectionMiddleware(Middleware):
         stop, warnings = self._track(typed)
         if stop is not None:
             logger.warning("loop hard limit reached on thread %s: %s", ctx.thread_id, stop)
-            ctx.stop_reason = STOP_REASON
-            ctx.emit("loop_forced_stop", tools=[name for name, _ in typed], message=stop)
+            ctx.stop(STOP_REASON, "loop_forced_stop", tools=[name for name, _ in typed], message=stop)
             return {"messages": [clone_with_tool_calls(last, [], content=append_text(last.content, stop))]}
         for warning in warnings:
             logger.warning("repetitive tool calls on thread %s: %s", ctx.thread_id, warning)

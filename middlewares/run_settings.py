@@ -6,38 +6,19 @@ from __future__ import annotations
 from datetime import timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
+from temporalio.common import RetryPolicy
 
+from middlewares.call_settings import ModelCallSettings, ModelCapabilities, ToolCallSettings
+from middlewares.context import ActivityOptions, ModelCallPolicy, ToolCallPolicy
+from middlewares.llm_error_handling import model_retry_policy, retry_budget
 from middlewares.settings import MiddlewareSettings
 from vocabulary.delegation import SubagentsSettings
+
+__all__ = ["ModelCallSettings", "ModelCapabilities", "RunSettings", "ToolCallSettings"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class ModelCallSettings(_Strict):
-    """Timeouts of one model attempt. How many attempts, and the waits between them, are LLMErrorHandling's
-    config (``middlewares.llm_error_handling.llm_call``), so the retry policy and the per-reason budget the
-    activity enforces come from one place."""
-
-    timeout_seconds: float = Field(default=600, gt=0, description="start-to-close timeout of one model attempt")
-    heartbeat_seconds: float = Field(default=30, gt=0, description="a worker that dies mid-call is noticed after this")
-
-
-class ToolCallSettings(_Strict):
-    timeout_seconds: float = Field(900, gt=0, description="start-to-close timeout of one tool attempt")
-    heartbeat_seconds: float = Field(30, gt=0)
-    max_attempts: int = Field(3, ge=1, description="attempts when a tool activity itself fails")
-
-
-class ModelCapabilities(_Strict):
-    """What the run's model can do (DeerFlow declares these per model: ``supports_vision``, ``context_window``).
-    Chain conditions and limits read them; nothing probes the provider."""
-
-    vision: bool = Field(default=False, description="the model takes images: adds ViewImage and the view_image tool")
-    max_input_tokens: int | None = Field(
-        default=None, ge=1, description="context window; fraction-based summarization needs it"
-    )
 
 
 class RunSettings(_Strict):
@@ -70,3 +51,28 @@ class RunSettings(_Strict):
     @property
     def clarification_timeout(self) -> timedelta:
         return timedelta(seconds=self.clarification_timeout_seconds)
+
+    def model_call_policy(self) -> ModelCallPolicy:
+        """How this run calls its model: ``model_call``'s timeouts with LLMErrorHandling's retry policy and
+        budget (``middlewares.llm_error_handling.llm_call``)."""
+        llm = self.middlewares.llm_error_handling
+        return ModelCallPolicy(
+            options=ActivityOptions(
+                start_to_close=timedelta(seconds=self.model_call.timeout_seconds),
+                heartbeat=timedelta(seconds=self.model_call.heartbeat_seconds),
+                retry=model_retry_policy(llm),
+            ),
+            retry_budget=retry_budget(llm),
+            timeout_seconds=self.model_call.timeout_seconds,
+        )
+
+    def tool_call_policy(self) -> ToolCallPolicy:
+        """How this run calls a tool activity (built-in or MCP)."""
+        tool = self.tool_call
+        return ToolCallPolicy(
+            ActivityOptions(
+                start_to_close=timedelta(seconds=tool.timeout_seconds),
+                heartbeat=timedelta(seconds=tool.heartbeat_seconds),
+                retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=tool.max_attempts),
+            )
+        )

@@ -11,7 +11,7 @@ Hook
   calls nor visible text, the message is rewritten (**thread state**, same id): tool calls cleared, structured
   and raw (``finish_reason`` is kept: it is the provider's real reason), the reference's explanation appended
   (or, for a blank reply, written as its content), and ``additional_kwargs["safety_termination"]`` stamped.
-  ``ctx.stop_reason = "safety_capped"`` and a ``safety_termination`` progress event (tool names and ids,
+  ``ctx.stop("safety_capped", …)`` with a ``safety_termination`` progress event (tool names and ids,
   never arguments: they are what the provider filtered) are the **side effects**. A safety stop with visible
   text and no tool calls is left alone, so its partial answer reaches the user.
 
@@ -228,7 +228,6 @@ class SafetyFinishReasonMiddleware(Middleware):
             return None
 
         names = [str(call.get("name") or "unknown") for call in tool_calls]
-        ctx.stop_reason = STOP_REASON
         logger.warning(
             "provider safety termination on thread %s (%s=%r, detector=%r): suppressed %d tool call(s) %s",
             ctx.thread_id,
@@ -238,7 +237,8 @@ class SafetyFinishReasonMiddleware(Middleware):
             len(names),
             names,
         )
-        ctx.emit(
+        ctx.stop(
+            STOP_REASON,
             "safety_termination",
             action="suppress_tool_calls",
             detector=termination.detector,

@@ -3,17 +3,18 @@
 Hooks
 * ``before_agent`` — eager mode only (``lazy_init: false``): acquires through the ``sandbox.acquire`` activity
   and writes ``{"sandbox": {"sandbox_id": id}}`` (thread state). Lazy mode (the default) does nothing here.
-* ``wrap_tool_call`` — lazy acquisition happens inside the ``tool.execute`` activity, which reports the id it
-  used; the run puts it in ``ctx.sandbox_id`` (DeerFlow's ``runtime.context["sandbox_id"]``). When thread
+* ``wrap_tool_call`` — hands the run's :class:`SandboxLease` (``middlewares/sandbox_lease.py``, this middleware's)
+  down the request. Lazy acquisition happens inside the ``tool.execute`` activity, which reports the id it
+  used; the run's tool executor records it in the lease (DeerFlow's ``runtime.context["sandbox_id"]``). When thread
   state had no sandbox id before the call and the run knows one after it, the result becomes a state write
   (thread state): a ToolMessage turns into ``Command(update={"sandbox": …, "messages": [msg]})``, a Command
   gets ``"sandbox"`` merged into its update with everything else kept. Parallel calls that each acquired
   write the same id, which the ``sandbox`` reducer accepts; different ids make it raise.
-* ``after_agent`` — releases the state's sandbox id, else ``ctx.sandbox_id``, through the ``sandbox.release``
+* ``after_agent`` — releases the state's sandbox id, else the lease's, through the ``sandbox.release``
   activity (side effect). The run calls after_agent in its ``finally`` path, so failed and cancelled runs
   release too. A run cancelled during its first sandbox call (or whose first sandbox call failed) never
   learnt the id, which the tool activity reports only when it returns, though the activity may have created
-  the sandbox (``ctx.sandbox_unreported``): that run releases by thread (``sandbox_id=None``; the provider
+  the sandbox (``SandboxLease.unreported``): that run releases by thread (``sandbox_id=None``; the provider
   names the thread's sandbox). Releasing is idempotent at both ends: the provider ignores unknown or released
   ids, and this instance releases at most once per run. A subagent's instance (``release=False``) never
   releases: the subagent shares the lead run's sandbox.
@@ -21,6 +22,7 @@ Hooks
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +33,7 @@ from temporalio.common import RetryPolicy
 from middlewares._activity_call import call_activity
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, RunContext
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
     SANDBOX_RELEASE,
@@ -64,6 +67,8 @@ class SandboxMiddleware(Middleware):
         self.config = config or SandboxConfig()
         self.release = release
         """False in subagents: they work in the lead run's sandbox, which the lead releases when it ends."""
+        self.lease = SandboxLease()
+        """What this run knows of its sandbox; the engine restores it across continue-as-new."""
         self._released = False
 
     async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
@@ -76,13 +81,13 @@ class SandboxMiddleware(Middleware):
             summary="Sandbox.before_agent · acquire",
             options=_SANDBOX_ACTIVITY_OPTIONS,
         )
-        ctx.sandbox_id = acquired.sandbox_id
+        self.lease.sandbox_id = acquired.sandbox_id
         return {"sandbox": {"sandbox_id": acquired.sandbox_id}}
 
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         had_id = state_sandbox_id(request.state) is not None
-        result = await handler(request)
-        sandbox_id = request.ctx.sandbox_id
+        result = await handler(request.override(sandbox=self.lease))
+        sandbox_id = self.lease.sandbox_id
         if had_id or sandbox_id is None:
             return result
         return persist_sandbox_id(result, sandbox_id)
@@ -90,10 +95,10 @@ class SandboxMiddleware(Middleware):
     async def after_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         if not self.release or self._released:
             return None
-        sandbox_id = state_sandbox_id(state) or ctx.sandbox_id
+        sandbox_id = state_sandbox_id(state) or self.lease.sandbox_id
         if sandbox_id is not None:
             summary = "Sandbox.after_agent · release"
-        elif ctx.sandbox_unreported and ctx.patched(RELEASE_BY_THREAD_PATCH):
+        elif self.lease.unreported and ctx.patched(RELEASE_BY_THREAD_PATCH):
             summary = "Sandbox.after_agent · release (by thread)"
         else:
             return None
@@ -106,6 +111,12 @@ class SandboxMiddleware(Middleware):
         )
         self._released = True
         return None
+
+
+def sandbox_lease(chain: Sequence[Middleware]) -> SandboxLease | None:
+    """The lease of the chain's Sandbox middleware (``None`` without one): the engine carries its id across
+    continue-as-new."""
+    return next((mw.lease for mw in chain if isinstance(mw, SandboxMiddleware)), None)
 
 
 def state_sandbox_id(state: ThreadState) -> str | None:

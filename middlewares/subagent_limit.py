@@ -5,7 +5,7 @@ Present in the lead chain exactly when ``run.subagent_enabled`` is on (DeerFlow'
 option), right before LoopDetection; subagents never have it, so they can neither see nor call ``task``.
 
 Hooks
-* ``tools`` — contributes the ``task`` tool (``workflows/delegation.py``): the limit and the tool come and go
+* ``tools`` — contributes the ``task`` tool (``workflows/run/delegation.py``): the limit and the tool come and go
   together, as in DeerFlow. The run executes ``task`` as a child workflow (``RunWorkflow._delegate``).
 * ``after_model`` — counts this run's prior delegations (distinct ledger ids whose ``run_id`` is this run's) and
   allows ``min(max_concurrent, max(0, max_total - prior))`` task calls in the new AIMessage; excess **task**
@@ -102,12 +102,9 @@ class SubagentLimitMiddleware(Middleware):
             self.max_total,
             prior,
         )
-        ctx.emit(
-            "subagent_limit",
-            dropped=[str(last.tool_calls[i].get("id")) for i in sorted(dropped)],
-            capped=remaining_total == 0,
-        )
+        dropped_ids = [str(last.tool_calls[i].get("id")) for i in sorted(dropped)]
         if remaining_total == 0:
-            ctx.stop_reason = STOP_SUBAGENT_LIMIT_CAPPED
+            ctx.stop(STOP_SUBAGENT_LIMIT_CAPPED, "subagent_limit", dropped=dropped_ids, capped=True)
             return clone_with_tool_calls(last, kept, content=append_text(last.content, LIMIT_REACHED_NOTICE))
+        ctx.emit("subagent_limit", dropped=dropped_ids, capped=False)
         return clone_with_tool_calls(last, kept)

@@ -22,13 +22,13 @@ Everything but the summary call is pure and deterministic, so it runs in the wor
 
 from __future__ import annotations
 
-from typing import Literal
-
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 from temporalio.exceptions import ActivityError
 
-from middlewares._compaction import DEFAULT_MESSAGES_TO_KEEP, plan_compaction
+# The config types live beside the plan that reads them; callers import them from the middleware.
+from middlewares._compaction import ContextSize as ContextSize
+from middlewares._compaction import SummarizationConfig as SummarizationConfig
+from middlewares._compaction import plan_compaction
 from middlewares._logging import hook_logger
 from middlewares._messages import SUMMARY_MESSAGE_NAME
 from middlewares._model_call import call_model
@@ -44,47 +44,6 @@ SUMMARY_PROJECTION_PREFIX = "Here is a summary of the conversation to date:\n\n"
 SUMMARY_PROJECTION_ID = "conversation-summary"
 
 
-class ContextSize(BaseModel):
-    """A trigger or retention size: a message count, a token count, or a fraction of the context window."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: Literal["messages", "tokens", "fraction"]
-    value: float = Field(gt=0)
-
-    @model_validator(mode="after")
-    def _in_range(self) -> ContextSize:
-        if self.type == "fraction" and self.value > 1:
-            raise ValueError("a fraction must be in (0, 1]")
-        if self.type != "fraction" and self.value != int(self.value):
-            raise ValueError(f"{self.type} must be a whole number")
-        return self
-
-
-class SummarizationConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = False
-    model: str | None = Field(default=None, description="model spec for summaries; unset = the run's model")
-    trigger: ContextSize | list[ContextSize] | None = Field(
-        default=None, description="when to summarise (a list: any of them); unset = never"
-    )
-    keep: ContextSize = Field(default_factory=lambda: ContextSize(type="messages", value=DEFAULT_MESSAGES_TO_KEEP))
-    trim_tokens_to_summarize: int | None = Field(default=4000, ge=1, description="summary input budget; null = all")
-    summary_prompt: str | None = Field(default=None, description="template with {messages}; unset = langchain's")
-    preserve_recent_skill_count: int = Field(default=5, ge=0, description="recent skill reads kept verbatim; 0 = off")
-    preserve_recent_skill_tokens: int = Field(default=25_000, ge=0)
-    preserve_recent_skill_tokens_per_skill: int = Field(default=5_000, ge=0)
-    skill_file_read_tool_names: list[str] = Field(default_factory=lambda: ["read_file", "read", "view", "cat"])
-    skills_container_path: str = Field(default="/mnt/skills", description="DeerFlow's skills.container_path")
-
-    @property
-    def triggers(self) -> list[ContextSize]:
-        if self.trigger is None:
-            return []
-        return list(self.trigger) if isinstance(self.trigger, list) else [self.trigger]
-
-
 # -- the middleware --------------------------------------------------------------------------------------
 
 
@@ -97,7 +56,7 @@ class SummarizationMiddleware(Middleware):
             list(state.messages),
             state.summary_text,
             self.config,
-            max_input_tokens=ctx.settings.model_capabilities.max_input_tokens,
+            max_input_tokens=ctx.capabilities.max_input_tokens,
             provider=ctx.model.partition(":")[0],
         )
         if plan is None:

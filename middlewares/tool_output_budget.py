@@ -198,15 +198,20 @@ class ToolOutputBudgetMiddleware(Middleware):
         result = await handler(request)
         if not self.config.enabled:
             return result
+        # Never acquire a sandbox just to save output: use the one this run's tools already have, if any (Sandbox,
+        # inside this wrapper, writes a newly learnt id into the result; else the state names it).
+        sandbox_id = _written_sandbox_id(result) or (request.state.sandbox or {}).get("sandbox_id")
         if isinstance(result, ToolMessage):
-            return await self._budget(result, request)
+            return await self._budget(result, request, sandbox_id)
         messages = result.update.get("messages")
         if isinstance(messages, ToolMessage):
-            patched = await self._budget(messages, request)
+            patched = await self._budget(messages, request, sandbox_id)
             return result if patched is messages else _with_messages(result, patched)
         if not isinstance(messages, list | tuple):
             return result
-        patched_list = [await self._budget(m, request) if isinstance(m, ToolMessage) else m for m in messages]
+        patched_list = [
+            await self._budget(m, request, sandbox_id) if isinstance(m, ToolMessage) else m for m in messages
+        ]
         if all(new is old for new, old in zip(patched_list, messages, strict=True)):
             return result
         return _with_messages(result, patched_list)
@@ -234,7 +239,7 @@ class ToolOutputBudgetMiddleware(Middleware):
         self._checked = seen
         return flags
 
-    async def _budget(self, message: ToolMessage, request: ToolCallRequest) -> ToolMessage:
+    async def _budget(self, message: ToolMessage, request: ToolCallRequest, sandbox_id: Any) -> ToolMessage:
         if not over_budget(message, self.config):
             return message
         tool = message.name or "unknown"
@@ -242,15 +247,13 @@ class ToolOutputBudgetMiddleware(Middleware):
         assert text is not None  # over_budget checked it
         saved_to = None
         if should_externalize(text, tool, self.config):
-            saved_to = await self._save(text, tool, message.tool_call_id, request)
+            saved_to = await self._save(text, tool, message.tool_call_id, request, sandbox_id)
         replacement = budget_text(text, tool=tool, config=self.config, saved_to=saved_to)
         return message if replacement is None else message.model_copy(update={"content": replacement})
 
-    async def _save(self, text: str, tool: str, call_id: str, request: ToolCallRequest) -> str | None:
+    async def _save(self, text: str, tool: str, call_id: str, request: ToolCallRequest, sandbox_id: Any) -> str | None:
         ctx = request.ctx
         path = f"{VIRTUAL_OUTPUTS_DIR}/{self.config.storage_subdir}/{externalized_filename(tool, call_id, text)}"
-        # Never acquire a sandbox just to save output: use the one this run's tools already have, if any.
-        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
         result = await best_effort(
             call_activity(
                 ctx,
@@ -270,6 +273,14 @@ class ToolOutputBudgetMiddleware(Middleware):
         assert text is not None  # over_budget checked it
         replacement = budget_text(text, tool=message.name or "unknown", config=self.config, saved_to=None)
         return message if replacement is None else message.model_copy(update={"content": replacement})
+
+
+def _written_sandbox_id(result: ToolResult) -> Any:
+    """The sandbox id a tool result writes into thread state (``None`` when it writes none)."""
+    if isinstance(result, ToolMessage):
+        return None
+    sandbox = result.update.get("sandbox")
+    return sandbox.get("sandbox_id") if isinstance(sandbox, dict) else None
 
 
 def _with_messages(command: Command, messages: Any) -> Command:

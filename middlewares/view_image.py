@@ -91,7 +91,7 @@ def should_inject(messages: Sequence[BaseMessage]) -> bool:
     ai = messages[index]
     assert isinstance(ai, AIMessage)
     after = messages[index + 1 :]
-    # MCP results that carried images record them like view_image does (workflows/mcp_tools.py).
+    # MCP results that carried images record them like view_image does (workflows/run/mcp_tools.py).
     mcp_images = any(isinstance(m, ToolMessage) and m.additional_kwargs.get(MCP_IMAGES_KEY) for m in after)
     if not mcp_images and not any(call.get("name") == TOOL_NAME for call in ai.tool_calls):
         return False

@@ -89,7 +89,7 @@ def test_a_run_the_server_terminated_is_reported_per_turn_made_with_its_reason()
 def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() -> None:
     activation = "_RunningWorkflow.activate (temporalio/worker/_workflow.py:1);_WorkflowInstanceImpl.activate (x.py:2)"
     lines = [
-        f"{activation};_run_once (y.py:3);RunWorkflow._loop (workflows/run.py:4) 7",
+        f"{activation};_run_once (y.py:3);RunWorkflow._loop (workflows/run/workflow.py:4) 7",
         f"{activation};get_serialization_context (z.py:5) 3",
         f"{activation};_run_once (y.py:3) 4",
         "_ActivityWorker._run (temporalio/worker/_activity.py:6);ToolActivities.execute (activities/tools.py:7) 2",

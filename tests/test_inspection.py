@@ -125,7 +125,7 @@ async def test_a_paused_run_is_readable_from_the_temporal_cli(
             for kind in ("queryDefinitions", "signalDefinitions", "updateDefinitions")
             for d in definition[kind]
         }
-        # The handlers live in the run workflow's mixins (workflows/_pause.py, _view.py): the server must still
+        # The handlers live in the run workflow's mixins (workflows/run/pause.py, _view.py): the server must still
         # see each under its name with its description, word for word.
         assert {name: described.get(name) for name in _HANDLER_DESCRIPTIONS} == _HANDLER_DESCRIPTIONS
 

@@ -26,7 +26,7 @@ from vocabulary.state import ThreadState
 from vocabulary.tools import ToolSpec
 from workers.config import ConfigError, load_config
 from workers.testing.mcp import time_server
-from workflows.mcp_tools import tool_spec, usable_tools
+from workflows.run.mcp_tools import tool_spec, usable_tools
 
 TIME = build_index(
     [

@@ -25,8 +25,8 @@ from workers.testing import answer, calls, make_config, running_worker, settle, 
 from workers.testing.history import history_events, scheduled_activities
 from workers.worker import connect
 from workflows.run import PROGRESS_TOPIC, ReplyInput
-from workflows.run_archive import PART_BUDGET_CHARS, _slices
-from workflows.state_stream import MESSAGES_TOPIC
+from workflows.run.archive import PART_BUDGET_CHARS, _slices
+from workflows.run.state_stream import MESSAGES_TOPIC
 
 _ASK = calls(tool_call("ask_clarification", "ask1", question="Which colour?", clarification_type="missing_info"))
 

@@ -43,12 +43,12 @@ def _with_sandbox(sandbox_id: str | None) -> ThreadState:
     return ThreadState(sandbox={"sandbox_id": sandbox_id} if sandbox_id else None)
 
 
-def _tool(ctx: StubRunContext, *, acquires: str | None, result: ToolResult | None = None):  # type: ignore[no-untyped-def]
-    """A tool handler that, like the run's tool activity, reports the sandbox it acquired via ``ctx``."""
+def _tool(*, acquires: str | None, result: ToolResult | None = None):  # type: ignore[no-untyped-def]
+    """A tool handler that, like the run's tool executor, reports the sandbox it acquired in the request's lease."""
 
     async def handler(request: ToolCallRequest) -> ToolResult:
-        if acquires:
-            ctx.sandbox_id = acquires
+        assert request.sandbox is not None, "Sandbox hands its lease down the request"
+        request.sandbox.reported(acquires)
         return result or ToolMessage("ok", tool_call_id=request.call_id, name=request.name, id="m1")
 
     return handler
@@ -65,10 +65,10 @@ async def test_lazy_mode_does_nothing_before_the_agent() -> None:
 
 
 async def test_eager_mode_acquires_before_the_agent() -> None:
-    ctx = _ctx()
-    update = await SandboxMiddleware(SandboxConfig(lazy_init=False)).before_agent(ThreadState(), ctx)
+    ctx, middleware = _ctx(), SandboxMiddleware(SandboxConfig(lazy_init=False))
+    update = await middleware.before_agent(ThreadState(), ctx)
     assert update == {"sandbox": {"sandbox_id": "local:default:thread-1"}}
-    assert ctx.sandbox_id == "local:default:thread-1"
+    assert middleware.lease.sandbox_id == "local:default:thread-1"
     assert [(name, summary) for name, _, summary in ctx.calls] == [(SANDBOX_ACQUIRE, "Sandbox.before_agent · acquire")]
 
 
@@ -80,7 +80,7 @@ async def test_eager_mode_keeps_a_sandbox_the_thread_already_has() -> None:
 
 async def test_a_lazily_acquired_id_is_written_to_state_with_the_message() -> None:
     ctx = _ctx()
-    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, ThreadState()), _tool(ctx, acquires="sb-1"))
+    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, ThreadState()), _tool(acquires="sb-1"))
     assert isinstance(result, Command)
     assert result.update["sandbox"] == {"sandbox_id": "sb-1"}
     [message] = result.update["messages"]
@@ -88,16 +88,15 @@ async def test_a_lazily_acquired_id_is_written_to_state_with_the_message() -> No
 
 
 async def test_nothing_is_written_when_the_state_already_had_the_id() -> None:
-    ctx = _ctx()
-    ctx.sandbox_id = "sb-1"
-    handler = _tool(ctx, acquires="sb-1")
-    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, _with_sandbox("sb-1")), handler)
+    ctx, middleware = _ctx(), SandboxMiddleware()
+    middleware.lease.sandbox_id = "sb-1"
+    result = await middleware.wrap_tool_call(_request(ctx, _with_sandbox("sb-1")), _tool(acquires="sb-1"))
     assert isinstance(result, ToolMessage)
 
 
 async def test_nothing_is_written_when_no_sandbox_was_acquired() -> None:
     ctx = _ctx()
-    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, ThreadState()), _tool(ctx, acquires=None))
+    result = await SandboxMiddleware().wrap_tool_call(_request(ctx, ThreadState()), _tool(acquires=None))
     assert isinstance(result, ToolMessage)
 
 
@@ -107,7 +106,7 @@ async def test_a_command_result_gets_the_id_merged_and_keeps_everything_else() -
         update={"messages": [ToolMessage("q", tool_call_id="c1")], "artifacts": ["/a"]}, interrupt={"q": 1}
     )
     result = await SandboxMiddleware().wrap_tool_call(
-        _request(ctx, ThreadState()), _tool(ctx, acquires="sb-1", result=command)
+        _request(ctx, ThreadState()), _tool(acquires="sb-1", result=command)
     )
     assert isinstance(result, Command)
     assert result.update["sandbox"] == {"sandbox_id": "sb-1"}
@@ -126,15 +125,15 @@ def test_parallel_calls_writing_the_same_id_merge_and_different_ids_conflict() -
 
 
 @pytest.mark.parametrize(
-    ("state_id", "ctx_id", "released"),
-    [("sb-state", "sb-ctx", "sb-state"), (None, "sb-ctx", "sb-ctx"), (None, None, None)],
+    ("state_id", "lease_id", "released"),
+    [("sb-state", "sb-lease", "sb-state"), (None, "sb-lease", "sb-lease"), (None, None, None)],
 )
-async def test_after_agent_releases_the_state_id_else_the_context_id(
-    state_id: str | None, ctx_id: str | None, released: str | None
+async def test_after_agent_releases_the_state_id_else_the_lease_id(
+    state_id: str | None, lease_id: str | None, released: str | None
 ) -> None:
-    ctx = _ctx()
-    ctx.sandbox_id = ctx_id
-    assert await SandboxMiddleware().after_agent(_with_sandbox(state_id), ctx) is None
+    ctx, middleware = _ctx(), SandboxMiddleware()
+    middleware.lease.sandbox_id = lease_id
+    assert await middleware.after_agent(_with_sandbox(state_id), ctx) is None
     expected = [(SANDBOX_RELEASE, released, "Sandbox.after_agent · release")] if released else []
     assert [(name, arg.sandbox_id, summary) for name, arg, summary in ctx.calls] == expected
 
@@ -151,18 +150,18 @@ async def test_without_an_id_after_agent_releases_by_thread_only_when_an_acquire
     unreported: bool,
 ) -> None:
     """A tool activity cancelled (or failed) during the run's first sandbox call may have created the sandbox
-    but never reported its id: the run marks that (``ctx.sandbox_unreported``) and after_agent releases by thread."""
-    ctx = _ctx()
-    ctx.sandbox_unreported = unreported
-    await SandboxMiddleware().after_agent(ThreadState(), ctx)
+    but never reported its id: the run marks that (``SandboxLease.unreported``) and after_agent releases by thread."""
+    ctx, middleware = _ctx(), SandboxMiddleware()
+    middleware.lease.unreported = unreported
+    await middleware.after_agent(ThreadState(), ctx)
     expected = [(SANDBOX_RELEASE, None, "Sandbox.after_agent · release (by thread)")] if unreported else []
     assert [(name, arg.sandbox_id, summary) for name, arg, summary in ctx.calls] == expected
 
 
 async def test_a_known_id_wins_over_an_unreported_acquire() -> None:
-    ctx = _ctx()
-    ctx.sandbox_unreported = True
-    await SandboxMiddleware().after_agent(_with_sandbox("sb-1"), ctx)
+    ctx, middleware = _ctx(), SandboxMiddleware()
+    middleware.lease.unreported = True
+    await middleware.after_agent(_with_sandbox("sb-1"), ctx)
     assert [(name, arg.sandbox_id) for name, arg, _ in ctx.calls] == [(SANDBOX_RELEASE, "sb-1")]
 
 

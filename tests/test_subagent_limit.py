@@ -27,7 +27,7 @@ from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from tests.support import StubRunContext
 from vocabulary.delegation import SubagentsSettings, format_subagent_result_message, make_subagent_additional_kwargs
 from vocabulary.state import ThreadState
-from workflows.delegation import child_workflow_id, finished_child_message, interrupted_child_message
+from workflows.run.delegation import child_workflow_id, finished_child_message, interrupted_child_message
 
 RUN = "run-1"  # StubRunContext's run id
 
@@ -379,8 +379,7 @@ async def test_a_failed_task_becomes_tool_error_handlings_task_failure() -> None
 
 
 async def test_guardrail_requests_of_a_subagent_say_so() -> None:
-    ctx = StubRunContext()
-    ctx.is_subagent = True
+    ctx = StubRunContext(is_subagent=True)
     middleware = GuardrailMiddleware(
         GuardrailProviderConfig(use="deerflow.guardrails.builtin:AllowlistProvider", config={"allowed_tools": []})
     )

@@ -17,7 +17,7 @@ from tests.support import start_run, thread_state
 from workers.testing import answer, calls, make_config, running_worker, tool_call, write_script
 from workers.testing.history import history_events, scheduled_activities
 from workers.worker import WORKFLOWS, workflow_runner
-from workflows.delegation import SUBAGENT_WORKFLOW_NAME, child_workflow_id
+from workflows.run.delegation import SUBAGENT_WORKFLOW_NAME, child_workflow_id
 
 CHILD_USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
 

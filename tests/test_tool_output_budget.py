@@ -215,15 +215,19 @@ def test_synopsis_details_by_kind() -> None:
 # -- the hooks -----------------------------------------------------------------------------------------------
 
 
-def _tool_request(ctx: StubRunContext, name: str = "bash", call_id: str = "c1") -> ToolCallRequest:
-    return ToolCallRequest({"name": name, "args": {}, "id": call_id}, None, ThreadState(), ctx)
+def _tool_request(
+    ctx: StubRunContext, name: str = "bash", call_id: str = "c1", state: ThreadState | None = None
+) -> ToolCallRequest:
+    return ToolCallRequest({"name": name, "args": {}, "id": call_id}, None, state or ThreadState(), ctx)
 
 
-async def _wrap(mw: ToolOutputBudgetMiddleware, ctx: StubRunContext, result: ToolResult) -> ToolResult:
+async def _wrap(
+    mw: ToolOutputBudgetMiddleware, ctx: StubRunContext, result: ToolResult, state: ThreadState | None = None
+) -> ToolResult:
     async def handler(_: ToolCallRequest) -> ToolResult:
         return result
 
-    return await mw.wrap_tool_call(_tool_request(ctx), handler)
+    return await mw.wrap_tool_call(_tool_request(ctx, state=state), handler)
 
 
 async def test_a_saved_output_becomes_its_preview_and_the_path_names_the_call() -> None:
@@ -234,9 +238,10 @@ async def test_a_saved_output_becomes_its_preview_and_the_path_names_the_call() 
         return ExternalizeResult(True)
 
     ctx = StubRunContext(activities={TOOL_OUTPUT_EXTERNALIZE: externalize})
-    ctx.sandbox_id = "local:default:thread-1"
     text = _lines(2_000)
-    result = await _wrap(ToolOutputBudgetMiddleware(), ctx, ToolMessage(text, tool_call_id="c1", name="bash", id="m"))
+    message = ToolMessage(text, tool_call_id="c1", name="bash", id="m")
+    state = ThreadState(sandbox={"sandbox_id": "local:default:thread-1"})
+    result = await _wrap(ToolOutputBudgetMiddleware(), ctx, message, state)
     assert isinstance(result, ToolMessage) and result.id == "m"
     [arg] = saved
     assert arg.path == f"{RESULTS}/{externalized_filename('bash', 'c1', text)}"
@@ -244,6 +249,21 @@ async def test_a_saved_output_becomes_its_preview_and_the_path_names_the_call() 
     assert arg.thread == ThreadRef("default", "thread-1")
     assert str(result.content).startswith(f"[Full bash output saved to {arg.path} (20000 chars")
     assert ctx.calls[0][2] == "ToolOutputBudget.wrap_tool_call · save bash output"
+
+
+async def test_a_saved_output_goes_to_the_sandbox_the_call_just_acquired() -> None:
+    """Sandbox (inside this wrapper) writes a newly learnt id into the result: that is where the output goes."""
+    saved: list[ExternalizeInput] = []
+
+    async def externalize(arg: ExternalizeInput) -> ExternalizeResult:
+        saved.append(arg)
+        return ExternalizeResult(True)
+
+    ctx = StubRunContext(activities={TOOL_OUTPUT_EXTERNALIZE: externalize})
+    message = ToolMessage(_lines(2_000), tool_call_id="c1", name="bash", id="m")
+    command = Command(update={"sandbox": {"sandbox_id": "sb-new"}, "messages": [message]})
+    await _wrap(ToolOutputBudgetMiddleware(), ctx, command)
+    assert [arg.sandbox_id for arg in saved] == ["sb-new"]
 
 
 async def test_a_failed_save_falls_back_to_truncation_beyond_fallback_max_only() -> None:

@@ -1,6 +1,6 @@
 """Delegation's vocabulary: the ``task`` tool, its settings, DeerFlow's result contract and the delegation ledger.
 
-Pure data and functions, read by the engine (``workflows/delegation.py``, the run workflow) and by middlewares
+Pure data and functions, read by the engine (``workflows/run/delegation.py``, the run workflow) and by middlewares
 (SubagentLimit, ToolErrorHandling) alike:
 
 * :class:`SubagentsSettings` — ``run.subagents`` (DeerFlow's ``subagents`` config plus the runtime limits

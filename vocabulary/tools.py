@@ -42,7 +42,7 @@ class ToolSpec:
     """Never executed as an activity: a middleware answers it (``ask_clarification``)."""
     deferred: bool = False
     server: str | None = None
-    """The MCP server this tool comes from (``workflows/mcp_tools.py``); ``None`` for built-in tools."""
+    """The MCP server this tool comes from (``workflows/run/mcp_tools.py``); ``None`` for built-in tools."""
     remote_name: str | None = None
     """An MCP tool's name on its server (the run's name carries the server prefix)."""
 

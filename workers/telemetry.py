@@ -4,7 +4,7 @@ Traces (``telemetry.traces`` in hartflow.yaml): the process gets Temporal's repl
 the configured exporter, and every client :func:`workers.worker.connect` makes carries Temporal's
 ``OpenTelemetryPlugin``; workers built from such a client inherit it. A run is then one trace: the client's
 ``StartWorkflow:HartflowRun``, the workflow (``RunWorkflow:HartflowRun``), a span per middleware hook
-(``workflows/dispatcher.py``), and per activity ``StartActivity``/``RunActivity`` with the model or tool span
+(``workflows/run/dispatcher.py``), and per activity ``StartActivity``/``RunActivity`` with the model or tool span
 inside (``activities/tracing.py``).
 
 Metrics (``telemetry.prometheus_bind``): the long-lived worker processes (``hartflow worker``, ``hartflow dev``)

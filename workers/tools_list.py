@@ -17,7 +17,7 @@ from middlewares.run_settings import RunSettings
 from vocabulary.contracts import McpListToolsInput, McpListToolsResult
 from vocabulary.tools import ToolCatalog, ToolSpec
 from workers.config import HartflowConfig
-from workflows.mcp_tools import tool_spec, usable_tools
+from workflows.run.mcp_tools import tool_spec, usable_tools
 
 
 @dataclass

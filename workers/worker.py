@@ -50,8 +50,8 @@ from workers.payloads import data_converter_for
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
 from workflows.run import RunWorkflow
+from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
-from workflows.subagent import SubagentWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 """How long a stopping worker lets its activities finish before the SDK cancels them."""

@@ -16,7 +16,7 @@ from temporalio.exceptions import ActivityError, RetryState
 
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_store import FilesystemThreadStore
-from middlewares.context import ActivityOptions, RunContext
+from middlewares.context import ActivityOptions, RunContext, RunProgress
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
 from workers.client.runs import Runs, RunStart
@@ -44,7 +44,9 @@ async def start_run(
 
 class StubRunContext(RunContext):
     """A RunContext for unit tests of hook logic outside a workflow: a fixed clock, counting ids, and
-    activities answered by async functions registered by name; every activity call is recorded."""
+    activities answered by async functions registered by name; every activity call is recorded. Its call
+    policies and capabilities come from ``settings`` as the engine builds them; ``progress`` is its turn, stop
+    reason and call counts (a test may set the turn there, as the engine does)."""
 
     NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -55,13 +57,20 @@ class StubRunContext(RunContext):
         settings: RunSettings | None = None,
         thread_id: str = "thread-1",
         user_id: str = "default",
+        is_subagent: bool = False,
     ) -> None:
+        settings = settings or RunSettings()
+        self.progress = RunProgress()
         super().__init__(
             thread=ThreadRef(user_id, thread_id),
             run_id="run-1",
             workflow_id=f"hartflow:{user_id}:{thread_id}",  # unchecked: stubbed hooks may be handed a bad id
             model="scripted:unused",
-            settings=settings or RunSettings(),
+            model_calls=settings.model_call_policy(),
+            tool_calls=settings.tool_call_policy(),
+            capabilities=settings.model_capabilities,
+            is_subagent=is_subagent,
+            progress=self.progress,
         )
         self.activities = dict(activities or {})
         self.calls: list[tuple[str, Any, str]] = []

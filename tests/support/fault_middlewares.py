@@ -32,20 +32,20 @@ class HangingAfterAgent(Middleware):
             f"if [ -f {AFTER_AGENT_STARTED} ]; then echo done >> {AFTER_AGENT_LOG}; "
             f"else touch {AFTER_AGENT_STARTED}; sleep 600; fi"
         )
-        timeouts = ctx.settings.tool_call
+        tool_calls = ctx.tool_calls.options
         await ctx.call(
             TOOL_EXECUTE,
             ToolCallInput(
                 ctx.thread,
                 {"name": "bash", "args": {"command": command}, "id": "after-agent"},
-                sandbox_id=state_sandbox_id(state) or ctx.sandbox_id,
+                sandbox_id=state_sandbox_id(state),  # the run's first tool call wrote it there
                 run_key=ctx.workflow_id,
             ),
             result_type=ToolCallOutput,
             summary="HangingAfterAgent.after_agent · bash",
             options=ActivityOptions(
-                start_to_close=timedelta(seconds=timeouts.timeout_seconds),
-                heartbeat=timedelta(seconds=timeouts.heartbeat_seconds),
+                start_to_close=tool_calls.start_to_close,
+                heartbeat=tool_calls.heartbeat,
                 retry=RetryPolicy(initial_interval=timedelta(milliseconds=100), maximum_attempts=3),
             ),
         )

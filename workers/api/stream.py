@@ -1,6 +1,6 @@
 """One API run's events, read from its workflow stream and framed the way LangGraph clients read them.
 
-The run publishes its state (topic ``messages``, ``workflows/state_stream.py``) and its progress events (topic
+The run publishes its state (topic ``messages``, ``workflows/run/state_stream.py``) and its progress events (topic
 ``progress``) on one durable stream. A reader folds the state items from the stream's start (a resumed
 segment's ``values`` include what came before it) and turns each item of the segment into frames:
 
@@ -36,7 +36,7 @@ from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
 from workers.api.status import Chain, pending_request
 from workflows.run import PROGRESS_TOPIC
-from workflows.state_stream import MESSAGES_TOPIC, fold
+from workflows.run.state_stream import MESSAGES_TOPIC, fold
 
 _ENDS = frozenset({"awaiting_input", "run_finished"})
 _NODES = {"ai": "model", "tool": "tools"}

@@ -1,6 +1,6 @@
 """What goes in and out of a run: its input, what it carries across continue-as-new, and the view clients see.
 
-Defined apart from ``workflows/run.py`` because the delegation code starts child runs with the same input and
+Defined apart from ``workflows/run/workflow.py`` because the delegation code starts child runs with the same input and
 reads their view; ``workflows.run`` re-exports every name, which stays the import path for clients.
 """
 
@@ -15,7 +15,7 @@ from middlewares.run_settings import RunSettings
 from vocabulary.contracts import McpToolInfo
 from vocabulary.state import ThreadState
 from vocabulary.transcript import TranscriptCursor
-from workflows.delegation import SubagentTask
+from workflows.run.delegation import SubagentTask
 
 RunStatus = Literal["running", "awaiting_input", "completed", "error", "cancelled"]
 
@@ -51,7 +51,7 @@ class RunInput:
     files: list[str] = field(default_factory=list)
     carried: CarriedRun | None = None
     subagent: SubagentTask | None = None
-    """Set when this run is a subagent (``workflows/subagent.py``) working on a lead run's ``task`` call."""
+    """Set when this run is a subagent (``workflows/run/subagent.py``) working on a lead run's ``task`` call."""
 
 
 @dataclass

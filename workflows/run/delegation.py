@@ -1,6 +1,6 @@
 """Delegation in the engine: how the run workflow starts a subagent and reads the child workflow's end.
 
-* :class:`SubagentTask` — what a subagent run (``workflows/subagent.py``) is told about its delegation;
+* :class:`SubagentTask` — what a subagent run (``workflows/run/subagent.py``) is told about its delegation;
 * :func:`subagent_task` / :func:`child_workflow_id` — the child run a ``task`` call starts;
 * :func:`finished_child_message` / :func:`interrupted_child_message` — the child's end as the task result of
   DeerFlow's status contract (``vocabulary/delegation.py``).

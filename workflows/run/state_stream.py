@@ -16,11 +16,17 @@ Folding the items from the stream's start, in offset order, gives the thread sta
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
+
+from middlewares.context import RunEvents
 from vocabulary.state import ThreadState
 
 MESSAGES_TOPIC = "messages"
+PROGRESS_TOPIC = "progress"
+"""The workflow-stream topic carrying the run's progress events (``RunEvent.as_dict()``)."""
 
 _RECHECKED = 3
 """How many of the newest published messages are compared in full at each sync (a middleware may rewrite the
@@ -73,6 +79,22 @@ class StatePublisher:
         self._ids = ids
         self._recent = [message.model_dump(mode="json") for message in state.messages[-_RECHECKED:]]
         self._channels = channels
+
+
+def run_events(
+    stream: WorkflowStream, prior: WorkflowStreamState | None, state: Callable[[], ThreadState]
+) -> RunEvents:
+    """The run's progress events, published on ``stream`` (topic ``progress``): ``hartflow run`` follows them
+    live, and a client that reconnects resumes from its offset. Before each event the changes of ``state()``
+    go out on topic ``messages``, so API clients see the state an event refers to before the event; events are
+    numbered by their offset in the stream, which goes on from ``prior`` (the earlier executions' stream)."""
+    progress = stream.topic(PROGRESS_TOPIC, type=dict)
+    publisher = StatePublisher(stream.topic(MESSAGES_TOPIC, type=dict))
+    return RunEvents(
+        prior.base_offset + len(prior.log) if prior is not None else 0,
+        publish=lambda event: progress.publish(event.as_dict()),
+        before_each=lambda: publisher.sync(state()),
+    )
 
 
 def fold(values: dict[str, Any] | None, item: dict[str, Any]) -> dict[str, Any]:

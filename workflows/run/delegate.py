@@ -1,8 +1,9 @@
 """Subagent delegation: the ``task`` tool runs a subagent as a child workflow (``HartflowSubagent``) of the run.
 
-A mixin of the run workflow (``workflows/run.py``). The child is visible under its run in the Web UI, cancelled
-with it (its cancellation reaches the child; so does closing the run), and timed out after
-``run.subagents.timeout_seconds``. Its answer, failure or timeout comes back as the task result.
+The tool turn (``workflows/run/tools.py``) hands ``task`` calls here. The child is visible under its run in the Web
+UI, cancelled with it (its cancellation reaches the child; so does closing the run), and timed out after
+``run.subagents.timeout_seconds``. Its answer, failure or timeout comes back as the task result; while it runs,
+its description shows in the run's current details (``RunFields.running_subagents``).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 
 from middlewares.base import ToolCallRequest
+from middlewares.context import RunContext
+from middlewares.run_settings import RunSettings
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.delegation import SUBAGENT_STATUS_KEY, task_result_message
-from workflows._run_io import RunInput, RunView
-from workflows._visibility import RunVisibility
-from workflows.delegation import (
+from workflows.run.delegation import (
     SUBAGENT_WORKFLOW_NAME,
     SubagentTask,
     UnknownSubagentTypeError,
@@ -26,32 +28,41 @@ from workflows.delegation import (
     interrupted_child_message,
     subagent_task,
 )
+from workflows.run.fields import RunFields
+from workflows.run.io import RunInput, RunView
+from workflows.run.visibility import Visibility
 
 
-class RunDelegation(RunVisibility):
-    """Answers ``task`` calls by running subagents; the running ones show in the run's current details."""
+class Delegation:
+    """Answers ``task`` calls by running subagents with the lead run's ``settings``."""
 
-    async def _delegate(self, request: ToolCallRequest) -> ToolMessage:
+    def __init__(self, ctx: RunContext, fields: RunFields, visibility: Visibility, settings: RunSettings) -> None:
+        self._ctx = ctx
+        self._fields = fields
+        self._visibility = visibility
+        self._settings = settings
+
+    async def delegate(self, request: ToolCallRequest) -> ToolMessage:
         """The ``task`` tool: start the subagent, wait for it, and report it started and finished."""
         ctx = self._ctx
-        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
-        if sandbox_id is None:
-            ctx.sandbox_unreported = True  # the child may acquire the thread's sandbox; it never reports the id
+        lease = request.sandbox or SandboxLease()  # a chain without Sandbox keeps no lease
+        sandbox_id = lease.for_call(request.state)
+        lease.starting(sandbox_id)  # the child may acquire the thread's sandbox; it never reports the id
         try:
             task, prompt, max_turns = subagent_task(
-                request.tool_call, ctx.settings.subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id
+                request.tool_call, self._settings.subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id
             )
         except UnknownSubagentTypeError as exc:
             return task_result_message(request.call_id, "failed", error=str(exc), message_id=ctx.uuid())
         child_id = child_workflow_id(ctx.workflow_id, request.call_id)
-        self._running_subagents[child_id] = task.description
-        self._update_details()
+        self._fields.running_subagents[child_id] = task.description
+        self._visibility.update_details()
         ctx.emit("subagent_started", call_id=request.call_id, workflow_id=child_id, description=task.description)
         try:
             result = await self._run_subagent(request, task, prompt, max_turns, child_id)
         finally:
-            self._running_subagents.pop(child_id, None)
-            self._update_details()
+            self._fields.running_subagents.pop(child_id, None)
+            self._visibility.update_details()
         status = result.additional_kwargs.get(SUBAGENT_STATUS_KEY)
         ctx.emit(
             "subagent_finished",
@@ -67,9 +78,9 @@ class RunDelegation(RunVisibility):
     ) -> ToolMessage:
         """The child workflow, run to its end: its view, or its interruption, as the task result."""
         ctx = self._ctx
-        subagents = ctx.settings.subagents
+        subagents = self._settings.subagents
         model = subagents.model or ctx.model
-        settings = ctx.settings.model_copy(
+        settings = self._settings.model_copy(
             update={"recursion_limit": max_turns, "subagent_enabled": False, "non_interactive": True}
         )
         try:

@@ -1,6 +1,8 @@
 """What the Temporal Web UI shows of a run while it runs: its search attributes and its current details.
 
-A mixin of the run workflow (``workflows/run.py``): it reads the run's fields and writes nothing but visibility.
+Both are functions of the run's fields (``workflows/run/fields.py``) and of the turn and stop reason on the
+context: :class:`Visibility` reads them and writes nothing but visibility (search-attribute upserts, which are
+commands, and the current details, which are not).
 """
 
 from __future__ import annotations
@@ -10,44 +12,38 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
-from middlewares.context import TemporalRunContext
+from middlewares.context import RunContext
 from vocabulary.human_input import request_markdown
 from vocabulary.text import ELLIPSIS, one_line
 from workflows import search_attributes as sa
-from workflows._run_io import RunStatus
+from workflows.run.fields import RunFields
+from workflows.run.io import RunStatus
 
 _VISIBILITY_PATCH = "hartflow-visibility-sync"
 
 
-class RunVisibility:
-    """Keeps a run's search attributes and current details in step with its status."""
+class Visibility:
+    """Keeps a run's search attributes and current details in step with its fields."""
 
-    _ctx: TemporalRunContext
-    _status: RunStatus
-    _final_message: str | None
-    _last_tool: str | None
-    _pending: dict[str, Any] | None
-    _running_subagents: dict[str, str]
-    _notice: str | None
+    def __init__(self, ctx: RunContext, fields: RunFields) -> None:
+        self._ctx = ctx
+        self._fields = fields
 
-    def _set_status(self, status: RunStatus) -> None:
-        self._status = status
-        self._sync_search_attributes(status_changed=True)
-        self._update_details()
+    def set_status(self, status: RunStatus) -> None:
+        self._fields.status = status
+        self.sync_search_attributes(status_changed=True)
+        self.update_details()
 
-    def _sync_search_attributes(self, *, status_changed: bool = False) -> None:
+    def sync_search_attributes(self, *, status_changed: bool = False) -> None:
         """Bring the run's search attributes up to date: thread, user and model (whoever started the run),
         status, turns and stop reason. Only values that changed are upserted, so an unchanged run adds no
         history event."""
-        ctx = self._ctx
+        ctx, status = self._ctx, self._fields.status
         if not workflow.patched(_VISIBILITY_PATCH):
             # Runs started before this patch upserted status and turns on each status change, and nothing else;
             # replaying them must issue exactly those commands.
             if status_changed:
-                legacy: list[SearchAttributeUpdate[Any]] = [
-                    sa.STATUS.value_set(self._status),
-                    sa.TURNS.value_set(ctx.turn),
-                ]
+                legacy: list[SearchAttributeUpdate[Any]] = [sa.STATUS.value_set(status), sa.TURNS.value_set(ctx.turn)]
                 if ctx.stop_reason:
                     legacy.append(sa.STOP_REASON.value_set(ctx.stop_reason))
                 workflow.upsert_search_attributes(legacy)
@@ -56,7 +52,7 @@ class RunVisibility:
             (sa.THREAD_ID, ctx.thread_id),
             (sa.USER_ID, ctx.user_id),
             (sa.MODEL, ctx.model),
-            (sa.STATUS, self._status),
+            (sa.STATUS, status),
             (sa.TURNS, ctx.turn),
             (sa.STOP_REASON, ctx.stop_reason),
         ]
@@ -65,19 +61,19 @@ class RunVisibility:
         if updates:
             workflow.upsert_search_attributes(updates)
 
-    def _update_details(self) -> None:
-        ctx = self._ctx
-        lines = [f"**Status:** {self._status} · turn {ctx.turn}"]
-        if self._final_message and self._status != "running":
-            lines.append(f"**Answer:** {one_line(self._final_message, 300, ELLIPSIS)}")
-        if self._last_tool:
-            lines.append(f"**Last tool:** {self._last_tool}")
+    def update_details(self) -> None:
+        ctx, fields = self._ctx, self._fields
+        lines = [f"**Status:** {fields.status} · turn {ctx.turn}"]
+        if fields.final_message and fields.status != "running":
+            lines.append(f"**Answer:** {one_line(fields.final_message, 300, ELLIPSIS)}")
+        if fields.last_tool:
+            lines.append(f"**Last tool:** {fields.last_tool}")
         if ctx.stop_reason:
             lines.append(f"**Stop reason:** {ctx.stop_reason}")
-        if self._pending:
-            lines.extend(request_markdown(self._pending))
-        if self._running_subagents:
-            lines.append(f"**Subagents running:** {', '.join(self._running_subagents.values())}")
-        if self._notice:
-            lines.append(f"**Notice:** {self._notice}")
+        if fields.pending:
+            lines.extend(request_markdown(fields.pending))
+        if fields.running_subagents:
+            lines.append(f"**Subagents running:** {', '.join(fields.running_subagents.values())}")
+        if fields.notice:
+            lines.append(f"**Notice:** {fields.notice}")
         workflow.set_current_details("\n\n".join(lines))

@@ -4,8 +4,8 @@
   (``RunSettings.mcp_servers``); its recorded result is the run's MCP catalog for the whole run (replays read it
   back, a continue-as-new carries it), so a server that changes shows up in the next run, never mid-run. A
   server that could not start or list comes back with its error; the run goes on with the others' tools.
-* :func:`call` — one MCP tool call: the ``mcp.call_tool`` activity with heartbeats, the tool timeout and the
-  tool retry policy (``RunSettings.tool_call``). A result the server flagged ``isError`` raises
+* :func:`call` — one MCP tool call: the ``mcp.call_tool`` activity with the run's tool-call policy (heartbeats,
+  the tool timeout and retry policy of ``RunSettings.tool_call``). A result the server flagged ``isError`` raises
   :class:`McpToolError`, so ToolErrorHandling turns it into the error ToolMessage like any failed tool.
 
 Tool names follow DeerFlow (``langchain-mcp-adapters`` with ``tool_name_prefix``): ``<server>_<tool>``.
@@ -104,7 +104,6 @@ async def execute(request: ToolCallRequest, *, summary: str) -> ToolResult:
 async def call(ctx: RunContext, tool: ToolSpec, args: Any, *, summary: str) -> McpCallOutput:
     if tool.server is None or tool.remote_name is None:
         raise ValueError(f"{tool.name!r} is not an MCP tool")
-    settings = ctx.settings.tool_call
     output = await ctx.call(
         MCP_CALL_TOOL,
         McpCallInput(
@@ -112,11 +111,7 @@ async def call(ctx: RunContext, tool: ToolSpec, args: Any, *, summary: str) -> M
         ),
         result_type=McpCallOutput,
         summary=summary,
-        options=ActivityOptions(
-            start_to_close=timedelta(seconds=settings.timeout_seconds),
-            heartbeat=timedelta(seconds=settings.heartbeat_seconds),
-            retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts),
-        ),
+        options=ctx.tool_calls.options,
     )
     if output.is_error:
         raise McpToolError(output.content.strip() or f"MCP tool {tool.remote_name!r} of server {tool.server!r} failed")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vocabulary.paths import InvalidIdError, validate_thread_id, validate_user_id
-from workflows._run_io import RunInput
+from workflows.run.io import RunInput
 
 
 def message_problem(message: str, limit: int) -> str | None:

@@ -1,61 +1,76 @@
 """A turn's tool calls: each through the wrap_tool_call chain, then to its executor (the tool activity, an MCP
 server, or a subagent for ``task``), all in parallel.
 
-A mixin of the run workflow (``workflows/run.py``).
+The run workflow (``workflows/run/workflow.py``) hands each turn's calls to :class:`ToolTurn`, which applies the
+results to the run's state (``RunFields.state``) in call order and returns the clarification interrupt, if any,
+for the run to pause on. ``task`` calls go to delegation (``workflows/run/delegate.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
-from temporalio.common import RetryPolicy
 
+import workflows.run.mcp_tools as mcp_tools
 from middlewares.base import Command, ToolCallRequest, ToolResult
-from middlewares.context import ActivityOptions
+from middlewares.context import RunContext
 from middlewares.dangling_tool_call import invalid_call_result
+from middlewares.sandbox_lease import SandboxLease
 from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput, ToolCallOutput
 from vocabulary.delegation import TASK_TOOL_NAME
-from vocabulary.state import StateUpdate, ThreadState
+from vocabulary.state import ThreadState
 from vocabulary.text import ELLIPSIS, one_line
 from vocabulary.tools import ToolCatalog, ToolSpec
-from workflows import mcp_tools
-from workflows._delegate import RunDelegation
-from workflows.dispatcher import Dispatcher
+from workflows.run.delegate import Delegation
+from workflows.run.dispatcher import Dispatcher
+from workflows.run.fields import RunFields
+from workflows.run.visibility import Visibility
 
 
-class RunTools(RunDelegation):
-    """Runs a turn's tool calls and answers the calls the model could not form."""
+class ToolTurn:
+    """Runs a turn's tool calls against the run's ``catalog`` and answers the calls the model could not form."""
 
-    _catalog: ToolCatalog
-    _state: ThreadState
+    def __init__(
+        self,
+        ctx: RunContext,
+        fields: RunFields,
+        catalog: ToolCatalog,
+        *,
+        visibility: Visibility,
+        delegation: Delegation,
+    ) -> None:
+        self._ctx = ctx
+        self._fields = fields
+        self._catalog = catalog
+        self._visibility = visibility
+        self._delegation = delegation
 
-    if TYPE_CHECKING:
-        # Provided by the run workflow.
-        def _apply(self, update: StateUpdate) -> None: ...
-
-    async def _run_tools(self, dispatcher: Dispatcher, calls: list[ToolCall]) -> dict[str, Any] | None:
+    async def run(self, dispatcher: Dispatcher, calls: list[ToolCall]) -> dict[str, Any] | None:
         """Run the calls in parallel against the same state, apply their results in call order, and return the
         first clarification interrupt among them (``None`` when none asked)."""
-        state = self._state
+        state = self._fields.state
         results = await asyncio.gather(
             *(self._run_tool(dispatcher, state, dict(call)) for call in calls), return_exceptions=True
         )
         interrupt: dict[str, Any] | None = None
         for result in results:
             if isinstance(result, Command):
-                self._apply(result.update)
+                self._fields.apply(result.update, self._ctx.uuid)
                 interrupt = interrupt or result.interrupt
             elif not isinstance(result, BaseException):
-                self._apply({"messages": [result]})
+                self._fields.apply({"messages": [result]}, self._ctx.uuid)
         failed = _first_failure(results)
         if failed is not None:
             raise failed
         return interrupt
 
-    def _invalid_call_result(self, call: InvalidToolCall) -> ToolMessage:
+    def ends_run(self, calls: list[ToolCall]) -> bool:
+        """Whether the run ends after these calls: all of them are ``return_direct`` tools."""
+        return all((spec := self._catalog.get(c["name"])) is not None and spec.return_direct for c in calls)
+
+    def invalid_call_result(self, call: InvalidToolCall) -> ToolMessage:
         result = invalid_call_result(call, message_id=self._ctx.uuid())
         self._ctx.emit("tool_result", tool=result.name, call_id=result.tool_call_id, status="error")
         return result
@@ -70,11 +85,11 @@ class RunTools(RunDelegation):
         if request.tool is None or request.tool.intercepted:
             return self._unknown_tool(request)
         if name == TASK_TOOL_NAME:
-            return await self._delegate(request)
+            return await self._delegation.delegate(request)
         preview = _preview(request.args)
         label = f"{name} · {preview}" if preview else name
-        self._last_tool = label
-        self._update_details()
+        self._fields.last_tool = label
+        self._visibility.update_details()
         ctx.emit("tool_call", tool=name, call_id=call_id, args=preview)
         if request.tool.server is not None:
             return await mcp_tools.execute(request, summary=f"tool {label}")
@@ -94,24 +109,18 @@ class RunTools(RunDelegation):
         """A built-in tool, run by the tool activity (in the thread's sandbox when the tool needs one)."""
         ctx = self._ctx
         name, call_id = request.name, request.call_id
-        settings = ctx.settings.tool_call
-        sandbox_id = ctx.sandbox_id or (request.state.sandbox or {}).get("sandbox_id")
-        if sandbox_id is None and tool.sandbox:
-            ctx.sandbox_unreported = True  # until an id comes back: a cancellation or failure may leave it so
+        lease = request.sandbox or SandboxLease()  # a chain without Sandbox keeps no lease
+        sandbox_id = lease.for_call(request.state)
+        if tool.sandbox:
+            lease.starting(sandbox_id)
         output = await ctx.call(
             TOOL_EXECUTE,
             ToolCallInput(ctx.thread, request.tool_call, sandbox_id=sandbox_id, run_key=ctx.workflow_id),
             result_type=ToolCallOutput,
             summary=f"tool {label}",
-            options=ActivityOptions(
-                start_to_close=timedelta(seconds=settings.timeout_seconds),
-                heartbeat=timedelta(seconds=settings.heartbeat_seconds),
-                retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=settings.max_attempts),
-            ),
+            options=ctx.tool_calls.options,
         )
-        if output.sandbox_id:
-            ctx.sandbox_id = output.sandbox_id
-            ctx.sandbox_unreported = False
+        lease.reported(output.sandbox_id)
         ctx.emit("tool_result", tool=name, call_id=call_id, status=output.status)
         return ToolMessage(
             output.content,

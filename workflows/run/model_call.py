@@ -1,0 +1,71 @@
+"""The agent's model call: the innermost handler of the ``wrap_model_call`` chain, and the ``llm_retry`` notices
+the model activity sends back while Temporal retries it.
+
+The messages go by reference (``vocabulary/transcript.py``): only those the previous request did not carry travel
+in history, and the cursor that knows which is the run's (``RunFields.transcript``, carried across
+continue-as-new).
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage
+from temporalio import workflow
+
+from middlewares.base import ModelRequest
+from middlewares.context import RunContext
+from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LlmRetryNotice, ModelCallInput
+from vocabulary.text import model_label
+from vocabulary.transcript import MessageHasher, preamble_json
+from workflows.run.fields import RunFields
+
+_PREAMBLE_PATCH = "hartflow-preamble-by-hash"
+
+
+class ModelCall:
+    """Calls the model activity for the run's agent turns and records its retries as progress events."""
+
+    def __init__(self, ctx: RunContext, fields: RunFields) -> None:
+        self._ctx = ctx
+        self._fields = fields
+        self._hasher = MessageHasher()
+
+    async def invoke(self, request: ModelRequest) -> AIMessage:
+        ctx = self._ctx
+        ctx.emit("model_call", turn=ctx.turn)
+        # The messages go by reference: only those the previous request did not carry travel in history; so do
+        # the system message and tool schemas, in runs started since the patch (older ones send them inline).
+        tools = [tool.schema() for tool in request.tools]
+        by_hash = workflow.patched(_PREAMBLE_PATCH)
+        preamble = preamble_json(request.system_message, tools) if by_hash else None
+        transcript, cursor = self._fields.transcript.reference(ctx.thread, request.messages, self._hasher, preamble)
+        message = await ctx.call(
+            MODEL_INVOKE,
+            ModelCallInput(
+                model=request.model,
+                messages=[],
+                transcript=transcript,
+                system_message=None if by_hash else request.system_message,
+                tools=[] if by_hash else tools,
+                purpose="agent",
+                call_index=ctx.next_call_index("agent"),
+                run_key=f"{ctx.workflow_id}/{ctx.run_id}",
+                retry=ctx.model_calls.retry_budget,
+                retry_signal=LLM_RETRY_SIGNAL,
+            ),
+            result_type=AIMessage,
+            summary=f"model {model_label(request.model)} · turn {ctx.turn}",
+            options=ctx.model_calls.options,
+        )
+        self._fields.transcript = cursor
+        return message
+
+    def retrying(self, notice: LlmRetryNotice) -> None:
+        """The ``llm_retry`` signal: an attempt failed and Temporal will retry it."""
+        self._ctx.emit(
+            "llm_retry",
+            attempt=notice.attempt,
+            max_attempts=notice.max_attempts,
+            wait_ms=notice.wait_ms,
+            reason=notice.reason,
+            message=notice.message,
+        )

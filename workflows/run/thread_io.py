@@ -1,0 +1,77 @@
+"""Where a run's state comes from and goes to: the thread's stored state (``thread.load`` / ``thread.commit``),
+or, in a continued run, what the previous execution carried (``workflows/run/carry.py``).
+
+A subagent's state is its own (``RunProfile.owns_thread`` is false): seeded with its task's prompt and the lead
+run's sandbox, never loaded nor committed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from langchain_core.messages import HumanMessage
+from temporalio.common import RetryPolicy
+
+import workflows.run.carry as carry
+from middlewares.base import Middleware
+from middlewares.context import ActivityOptions, RunContext
+from vocabulary.contracts import (
+    THREAD_COMMIT,
+    THREAD_LOAD,
+    ThreadCommitInput,
+    ThreadCommitResult,
+    ThreadLoadInput,
+    ThreadSnapshot,
+)
+from vocabulary.state import ThreadState
+from workflows.run.fields import RunFields
+from workflows.run.io import RunInput
+from workflows.run.profile import RunProfile
+
+_STORE_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=60),
+    retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
+)
+
+
+async def start(
+    input: RunInput, fields: RunFields, ctx: RunContext, chain: list[Middleware], profile: RunProfile
+) -> None:
+    """Put the state the run starts from in ``fields``: carried across continue-as-new, else loaded from the
+    thread (a subagent's: seeded), plus the user's message."""
+    if input.carried is not None:
+        carry.resume(input.carried, fields, chain)
+        return
+    if profile.owns_thread:
+        snapshot = await ctx.call(
+            THREAD_LOAD,
+            ThreadLoadInput(ctx.thread),
+            result_type=ThreadSnapshot,
+            summary="load thread state",
+            options=_STORE_OPTIONS,
+        )
+        fields.version = snapshot.version
+        fields.state = snapshot.state
+        message = HumanMessage(content=input.message, id=input.message_id or ctx.uuid())
+        if input.files:
+            message.additional_kwargs["files"] = list(input.files)
+    else:
+        task = input.subagent
+        sandbox = {"sandbox_id": task.sandbox_id} if task is not None and task.sandbox_id else None
+        fields.state = ThreadState(sandbox=sandbox)
+        message = HumanMessage(content=input.message, id=ctx.uuid())
+    fields.apply({"messages": [message]}, ctx.uuid)
+
+
+async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile) -> None:
+    """Store the fields' state as the thread's next version (a subagent commits nothing)."""
+    if not profile.owns_thread:
+        return
+    result = await ctx.call(
+        THREAD_COMMIT,
+        ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id),
+        result_type=ThreadCommitResult,
+        summary="commit thread state",
+        options=_STORE_OPTIONS,
+    )
+    fields.version = result.version

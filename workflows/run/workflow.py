@@ -1,0 +1,328 @@
+"""The run workflow: one agent run on one thread, durable from the first hook to the last commit.
+
+    load thread state (activity)
+    before_agent                                   list order
+    loop:
+        before_model                               list order
+        wrap_model_call chain → model activity     first middleware outermost
+        after_model                                reverse order; jump_to="model" skips the tools
+        tool calls, in parallel, each through the wrap_tool_call chain → tool activity
+        a clarification interrupt → commit, pause until a reply (signal or update), continue
+    after_agent                                    reverse order, in ``finally``: also on failure and cancel
+    commit thread state (activity)
+
+The workflow id is derived from the thread id, so Temporal itself guarantees one active run per thread.
+
+This module is the run's lifecycle, its loop and its whole public surface (every update, signal and query, each a
+one-liner). What the run changes is one :class:`RunFields`; its behaviour beside the loop is in collaborators that
+take it as a parameter: the tool turn (``tools.py``) with delegation (``delegate.py``), the pause (``pause.py``),
+visibility (``visibility.py``), the model call (``model_call.py``), the view (``view.py``), the thread's load
+and commit (``thread_io.py``) and what continue-as-new carries (``carry.py``). A subagent is this workflow with
+another profile (``profile.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from langchain_core.messages import SystemMessage
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.exceptions import ApplicationError, is_cancelled_exception
+from temporalio.workflow import HandlerUnfinishedPolicy
+
+import workflows.run.carry as carry
+import workflows.run.mcp_tools as mcp_tools
+import workflows.run.thread_io as thread_io
+from middlewares.base import ModelRequest
+from middlewares.chain import describe
+from middlewares.context import TemporalRunContext
+from middlewares.deferred_tool_filter import TOOL_SEARCH
+from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
+from vocabulary.messages import last_ai_message, message_text
+from workflows.run.archive import archive_run, archives_runs
+from workflows.run.delegate import Delegation
+from workflows.run.dispatcher import Dispatcher
+from workflows.run.fields import RunFields
+from workflows.run.input_check import input_problem
+from workflows.run.io import ReplyInput, RunInput, RunView
+from workflows.run.model_call import ModelCall
+from workflows.run.pause import STOP_CLARIFICATION_TIMEOUT, Pause
+from workflows.run.profile import LEAD, RunProfile
+from workflows.run.prompt import SYSTEM_PROMPT
+from workflows.run.state_stream import run_events
+from workflows.run.tools import ToolTurn
+from workflows.run.view import closing_status, final_view, run_view, state_brief
+from workflows.run.visibility import Visibility
+
+__all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
+
+WORKFLOW_NAME = "HartflowRun"
+
+_INPUT_CHECK_PATCH = "hartflow-input-check"
+_INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
+
+STOP_RECURSION_LIMIT = "recursion_limit"
+
+
+@workflow.defn(name=WORKFLOW_NAME)
+class RunWorkflow:
+    """A lead run; :class:`~workflows.run.subagent.SubagentWorkflow` is the same class with the subagent profile."""
+
+    profile: ClassVar[RunProfile] = LEAD
+
+    @workflow.init
+    def __init__(self, input: RunInput) -> None:
+        info = workflow.info()
+        settings = input.settings
+        self._input = input
+        self._fields = fields = RunFields(progress=carry.progress(input.carried))
+        # The run's workflow stream (progress events, thread state): the SDK requires building it in __init__.
+        prior = input.carried.stream if input.carried is not None else None
+        self._stream = WorkflowStream(prior_state=prior)
+        events = run_events(self._stream, prior, lambda: fields.state)
+        self._ctx = TemporalRunContext(
+            thread=ThreadRef(input.user_id, input.thread_id),
+            run_id=info.first_execution_run_id,
+            workflow_id=info.workflow_id,
+            model=input.model,
+            model_calls=settings.model_call_policy(),
+            tool_calls=settings.tool_call_policy(),
+            capabilities=settings.model_capabilities,
+            is_subagent=self.profile.is_subagent,
+            progress=fields.progress,
+            events=events,
+        )
+        self._chain = self.profile.build_chain(settings, ())
+        self._catalog = self.profile.catalog(settings, self._chain)
+        self._visibility = Visibility(self._ctx, fields)
+        self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
+        self._model_call = ModelCall(self._ctx, fields)
+
+    # -- handlers: what clients may ask and tell a run ----------------------------------------------------
+
+    @workflow.update(
+        name="reply",
+        description="Answer the pending clarification (validated; rejected replies leave no history).",
+    )
+    async def reply(self, answer: ReplyInput) -> RunView:
+        self._pause.reply(answer)
+        return self._view()
+
+    @reply.validator
+    def _validate_reply(self, answer: ReplyInput) -> None:
+        self._pause.validate(answer)
+
+    @workflow.signal(
+        name="clarification_reply",
+        description='Answer the pending clarification: a string, or {"answer", "option_id", "fields", "request_id"}.',
+    )
+    def clarification_reply(self, payload: Any) -> None:
+        self._pause.signal(payload)
+
+    @workflow.signal(
+        name=LLM_RETRY_SIGNAL,
+        description="A model.invoke attempt failed and Temporal will retry it (recorded as an llm_retry event).",
+    )
+    def llm_retry(self, notice: LlmRetryNotice) -> None:
+        self._model_call.retrying(notice)
+
+    @workflow.update(
+        name="wait_settled",
+        description="Returns once the run is waiting for input or has ended.",
+        # A waiter is abandoned on continue-as-new; the client asks the continued run again.
+        unfinished_policy=HandlerUnfinishedPolicy.ABANDON,
+    )
+    async def wait_settled(self) -> RunView:
+        await workflow.wait_condition(lambda: self._fields.status != "running")
+        return self._view()
+
+    @workflow.query(name="status", description="The run: status, stop reason, turns, pending question.")
+    def status(self) -> RunView:
+        return self._view()
+
+    @workflow.query(name="pending_input", description="The pending human_input_request payload, or null.")
+    def pending_input(self) -> dict[str, Any] | None:
+        return self._fields.pending
+
+    @workflow.query(name="chain", description="The middleware chain of this run, outermost first.")
+    def chain(self) -> list[str]:
+        return describe(self._chain)
+
+    @workflow.query(
+        name="events",
+        description="Progress events (turns, tools, retries, pauses) from the given seq on, since the last "
+        "continue-as-new; the workflow stream's topic 'progress' has the whole run.",
+    )
+    def events(self, offset: int = 0) -> list[dict[str, Any]]:
+        return [event.as_dict() for event in self._ctx.events if event.seq >= offset]
+
+    @workflow.query(
+        name="state",
+        description="The thread state in brief: one line per message, title, todos, artifacts, sandbox, uploads.",
+    )
+    def state(self) -> dict[str, Any]:
+        return state_brief(self._fields.state)
+
+    # -- the run ------------------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, input: RunInput) -> RunView:
+        ctx, fields = self._ctx, self._fields
+        problem = input_problem(input) if input.carried is None else None
+        # Only a refused input takes the patch: valid runs, and their histories, are unchanged by it.
+        if problem is not None and workflow.patched(_INPUT_CHECK_PATCH):
+            raise ApplicationError(problem, type="BadInput", non_retryable=True)
+        await self._add_mcp_tools(input)
+        dispatcher = Dispatcher(self._chain, ctx)
+        delegation = Delegation(ctx, fields, self._visibility, input.settings)
+        tools = ToolTurn(ctx, fields, self._catalog, visibility=self._visibility, delegation=delegation)
+        if input.carried is None:
+            workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
+        await self._start(input)
+        self._visibility.sync_search_attributes()
+        failure: Exception | asyncio.CancelledError | None = None
+        try:
+            if input.carried is None:
+                fields.state = (await dispatcher.before_agent(fields.state)).state
+            await self._loop(dispatcher, tools)
+        except (Exception, asyncio.CancelledError) as exc:
+            # A failure or a cancellation: after_agent is the compensation. Nothing wider: the SDK tears a run
+            # down with BaseExceptions (eviction, GeneratorExit when an orphaned coroutine is collected), and a
+            # run that swallowed one would go on issuing commands in whichever run owns the thread then.
+            failure = exc
+        if failure is None and fields.continue_as_new_requested:
+            # Release the stream's waiting subscribers (new ones retry until the continued run answers).
+            self._stream.detach_pollers()
+            await self._commit()
+            carry.continue_as_new(input, fields, self._chain, self._stream.get_state())
+        try:
+            fields.state = (await dispatcher.after_agent(fields.state)).state
+        except Exception as exc:
+            workflow.logger.error("after_agent failed: %s", exc)
+            failure = failure or exc
+        await self._commit()
+        return await self._finish(failure)
+
+    async def _add_mcp_tools(self, input: RunInput) -> None:
+        """The configured MCP servers' tools join the catalog (deferred with tool_search), discovered once per
+        run; runs without MCP servers (and subagents) issue no command here."""
+        if not (self.profile.discovers_mcp and input.settings.mcp_servers):
+            return
+        carried = input.carried.mcp_tools if input.carried is not None else None
+        if carried is None:
+            taken = set(self._catalog.names()) | {TOOL_SEARCH}
+            carried = await mcp_tools.run_tools(self._ctx, list(input.settings.mcp_servers), taken=taken)
+        self._fields.mcp_tools = carried
+        specs = [mcp_tools.tool_spec(tool) for tool in carried]
+        self._chain = self.profile.build_chain(input.settings, specs)
+        self._catalog = self.profile.catalog(input.settings, self._chain, specs)
+
+    async def _start(self, input: RunInput) -> None:
+        await thread_io.start(input, self._fields, self._ctx, self._chain, self.profile)
+
+    async def _loop(self, dispatcher: Dispatcher, tools: ToolTurn) -> None:
+        """The agent loop. It keeps the fields' state current after every step, so whatever ends the loop (an
+        answer, a limit, a failure, a cancellation) leaves the latest state for after_agent and the commit."""
+        fields = self._fields
+        while not self._out_of_turns():
+            before = await dispatcher.before_model(fields.state)
+            fields.state = before.state
+            if before.jump_to == "end":
+                return
+            await self._model_turn(dispatcher)
+            after = await dispatcher.after_model(fields.state)
+            fields.state = after.state
+            if after.jump_to == "model":
+                continue
+            if after.jump_to == "end":
+                return
+            if not await self._tool_turn(dispatcher, tools):
+                return
+
+    def _out_of_turns(self) -> bool:
+        """The run stops here (the recursion limit), or goes on in a continued run (history grew large)."""
+        ctx, fields = self._ctx, self._fields
+        if fields.model_calls >= self._input.settings.recursion_limit:
+            ctx.stop(STOP_RECURSION_LIMIT)
+            return True
+        if fields.model_calls and workflow.info().is_continue_as_new_suggested():
+            fields.continue_as_new_requested = True
+            return True
+        return False
+
+    async def _model_turn(self, dispatcher: Dispatcher) -> None:
+        ctx, fields = self._ctx, self._fields
+        fields.progress.turn += 1
+        fields.model_calls += 1
+        self._visibility.sync_search_attributes()
+        self._visibility.update_details()
+        request = ModelRequest(
+            messages=list(fields.state.messages),
+            system_message=SystemMessage(SYSTEM_PROMPT),
+            tools=list(self._catalog.tools.values()),
+            state=fields.state,
+            ctx=ctx,
+            model=ctx.model,
+        )
+        fields.apply({"messages": [await dispatcher.call_model(request, self._model_call.invoke)]}, ctx.uuid)
+
+    async def _tool_turn(self, dispatcher: Dispatcher, tools: ToolTurn) -> bool:
+        """Run the last answer's tool calls; ``False`` when the run ends here (an answer without calls, a
+        clarification that timed out, or only ``return_direct`` tools)."""
+        ctx, fields = self._ctx, self._fields
+        ai = last_ai_message(fields.state.messages)
+        calls = list(ai.tool_calls) if ai is not None else []
+        # A stop reason means a hard stop (LoopDetection, SafetyFinishReason) cleared this turn's calls so the
+        # run ends on it: invalid calls they leave behind must not start another turn.
+        invalid = list(ai.invalid_tool_calls) if ai is not None and not ctx.stop_reason else []
+        if invalid and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
+            # DeerFlow leaves such calls dangling until the next model request patches them, so a turn of
+            # only invalid calls ends the run on a broken answer. Answering them with the same error text
+            # lets the model see what was wrong and try again in this run (recursion_limit still bounds it).
+            fields.apply({"messages": [tools.invalid_call_result(call) for call in invalid]}, ctx.uuid)
+            if not calls:
+                return True
+        if not calls:
+            if ai is not None:
+                fields.final_message = message_text(ai)
+            return False
+        interrupt = await tools.run(dispatcher, calls)
+        if interrupt is not None:
+            answer = await self._pause.wait(interrupt, self._commit)
+            if answer is None:
+                return False
+            fields.apply({"messages": [answer]}, ctx.uuid)
+            return True
+        return not tools.ends_run(calls)
+
+    # -- ending -------------------------------------------------------------------------------------------
+
+    async def _commit(self) -> None:
+        await thread_io.commit(self._fields, self._ctx, self.profile)
+
+    async def _finish(self, failure: Exception | asyncio.CancelledError | None) -> RunView:
+        ctx, fields = self._ctx, self._fields
+        status = closing_status(fields, failure)
+        if archives_runs():
+            # Archived before the status turns final, so a client that saw the run settle finds the archive.
+            ctx.emit("run_finished", status=status, stop_reason=ctx.stop_reason)
+            final = final_view(self._view(), status, failure)
+            await archive_run(ctx, final, self._stream.get_state(), fields.version)
+            self._visibility.set_status(status)
+        else:
+            self._visibility.set_status(status)
+            ctx.emit("run_finished", status=fields.status, stop_reason=ctx.stop_reason)
+        # Stream subscribers get their last events now; waiting for them to stop polling would never end.
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if failure is None:
+            return self._view()
+        if is_cancelled_exception(failure):
+            raise failure
+        raise ApplicationError(f"run failed: {failure}", type="RunFailed", non_retryable=True) from failure
+
+    def _view(self) -> RunView:
+        usage = self.profile.usage(self._chain, self._fields.state)
+        return run_view(self._ctx, self._fields, self._chain, usage)
