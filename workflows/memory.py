@@ -17,7 +17,6 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import timedelta
 
-from langchain_core.messages import AIMessage
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
@@ -29,7 +28,6 @@ from vocabulary.contracts import (
     MEMORY_SAVE,
     MEMORY_WORKFLOW,
     MODEL_INVOKE,
-    MemoryDocument,
     MemoryItem,
     MemoryReadInput,
     MemorySaveInput,
@@ -129,7 +127,7 @@ class MemoryWorkflow:
             document = await workflow.execute_activity(
                 MEMORY_READ,
                 MemoryReadInput(self._user_id),
-                result_type=MemoryDocument,
+                result_type=MEMORY_READ.output,
                 summary=f"Memory · read memory of {self._user_id}",
                 start_to_close_timeout=_STORE_TIMEOUT,
                 schedule_to_close_timeout=_STORE_PATIENCE,
@@ -146,7 +144,7 @@ class MemoryWorkflow:
                     call_index=call_index,
                     run_key=workflow.info().workflow_id,
                 ),
-                result_type=AIMessage,
+                result_type=MODEL_INVOKE.output,
                 summary=f"Memory · extract facts from thread {item.thread_id}",
                 start_to_close_timeout=timedelta(minutes=10),
                 heartbeat_timeout=timedelta(seconds=30),
@@ -164,7 +162,7 @@ class MemoryWorkflow:
             await workflow.execute_activity(
                 MEMORY_SAVE,
                 MemorySaveInput(self._user_id, memory),
-                result_type=type(None),
+                result_type=MEMORY_SAVE.output,
                 summary=f"Memory · save memory of {self._user_id}",
                 start_to_close_timeout=_STORE_TIMEOUT,
                 schedule_to_close_timeout=_STORE_PATIENCE,

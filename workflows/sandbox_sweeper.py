@@ -27,7 +27,6 @@ from vocabulary.contracts import (
     SANDBOX_RUN_STATES,
     RunStates,
     RunStatesInput,
-    SandboxInventory,
     SandboxRecord,
     SandboxReleaseInput,
     ThreadRef,
@@ -92,7 +91,7 @@ class SandboxSweeperWorkflow:
     async def run(self, input: SweepInput) -> SweepResult:
         inventory = await workflow.execute_activity(
             SANDBOX_INVENTORY,
-            result_type=SandboxInventory,
+            result_type=SANDBOX_INVENTORY.output,
             start_to_close_timeout=_QUICK,
             retry_policy=_RETRY,
             summary="Sweeper · list sandbox pods",
@@ -103,7 +102,7 @@ class SandboxSweeperWorkflow:
             states = await workflow.execute_activity(
                 SANDBOX_RUN_STATES,
                 RunStatesInput(owners),
-                result_type=RunStates,
+                result_type=SANDBOX_RUN_STATES.output,
                 start_to_close_timeout=_QUICK,
                 retry_policy=_RETRY,
                 summary=f"Sweeper · check {len(owners)} run(s)",

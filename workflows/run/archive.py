@@ -17,6 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError
 
+from middlewares._activity_call import call_activity
 from middlewares.context import ActivityOptions, TemporalRunContext
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput
 
@@ -47,12 +48,12 @@ async def archive_run(ctx: TemporalRunContext, view: dict[str, Any], stream: Wor
     try:
         for part, piece in enumerate(slices):
             last = part == len(slices) - 1
-            await ctx.call(
+            await call_activity(
+                ctx,
                 RUN_ARCHIVE,
                 RunArchiveInput(
                     ctx.thread, ctx.run_id, ctx.workflow_id, view if last else {}, piece, version, part, len(slices)
                 ),
-                result_type=type(None),
                 summary="archive the run" if len(slices) == 1 else f"archive the run, part {part + 1}/{len(slices)}",
                 options=_ARCHIVE_OPTIONS,
             )

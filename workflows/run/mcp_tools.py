@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from temporalio.common import RetryPolicy
 
+from middlewares._activity_call import call_activity
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.context import ActivityOptions, RunContext
 from vocabulary.contracts import (
@@ -74,10 +75,10 @@ async def run_tools(ctx: RunContext, servers: list[str], *, taken: set[str]) -> 
 
 
 async def discover(ctx: RunContext, servers: list[str]) -> McpListToolsResult:
-    result = await ctx.call(
+    result = await call_activity(
+        ctx,
         MCP_LIST_TOOLS,
         McpListToolsInput(list(servers)),
-        result_type=McpListToolsResult,
         summary=f"discover MCP tools · {', '.join(servers)}",
         options=_DISCOVERY_OPTIONS,
     )
@@ -104,12 +105,12 @@ async def execute(request: ToolCallRequest, *, summary: str) -> ToolResult:
 async def call(ctx: RunContext, tool: ToolSpec, args: Any, *, summary: str) -> McpCallOutput:
     if tool.server is None or tool.remote_name is None:
         raise ValueError(f"{tool.name!r} is not an MCP tool")
-    output = await ctx.call(
+    output = await call_activity(
+        ctx,
         MCP_CALL_TOOL,
         McpCallInput(
             ctx.thread, tool.server, tool.remote_name, tool.name, dict(args) if isinstance(args, dict) else {}
         ),
-        result_type=McpCallOutput,
         summary=summary,
         options=ctx.tool_calls.options,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage
 from temporalio import workflow
 
+from middlewares._activity_call import call_activity
 from middlewares.base import ModelRequest
 from middlewares.context import RunContext
 from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LlmRetryNotice, ModelCallInput
@@ -38,7 +39,8 @@ class ModelCall:
         by_hash = workflow.patched(_PREAMBLE_PATCH)
         preamble = preamble_json(request.system_message, tools) if by_hash else None
         transcript, cursor = self._fields.transcript.reference(ctx.thread, request.messages, self._hasher, preamble)
-        message = await ctx.call(
+        message = await call_activity(
+            ctx,
             MODEL_INVOKE,
             ModelCallInput(
                 model=request.model,
@@ -52,7 +54,6 @@ class ModelCall:
                 retry=ctx.model_calls.retry_budget,
                 retry_signal=LLM_RETRY_SIGNAL,
             ),
-            result_type=AIMessage,
             summary=f"model {model_label(request.model)} · turn {ctx.turn}",
             options=ctx.model_calls.options,
         )

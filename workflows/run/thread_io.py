@@ -13,15 +13,14 @@ from langchain_core.messages import HumanMessage
 from temporalio.common import RetryPolicy
 
 import workflows.run.carry as carry
+from middlewares._activity_call import call_activity
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext
 from vocabulary.contracts import (
     THREAD_COMMIT,
     THREAD_LOAD,
     ThreadCommitInput,
-    ThreadCommitResult,
     ThreadLoadInput,
-    ThreadSnapshot,
 )
 from vocabulary.state import ThreadState
 from workflows.run.fields import RunFields
@@ -43,10 +42,10 @@ async def start(
         carry.resume(input.carried, fields, chain)
         return
     if profile.owns_thread:
-        snapshot = await ctx.call(
+        snapshot = await call_activity(
+            ctx,
             THREAD_LOAD,
             ThreadLoadInput(ctx.thread),
-            result_type=ThreadSnapshot,
             summary="load thread state",
             options=_STORE_OPTIONS,
         )
@@ -67,10 +66,10 @@ async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile) -> Non
     """Store the fields' state as the thread's next version (a subagent commits nothing)."""
     if not profile.owns_thread:
         return
-    result = await ctx.call(
+    result = await call_activity(
+        ctx,
         THREAD_COMMIT,
         ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id),
-        result_type=ThreadCommitResult,
         summary="commit thread state",
         options=_STORE_OPTIONS,
     )

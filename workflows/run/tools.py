@@ -14,11 +14,12 @@ from typing import Any
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 
 import workflows.run.mcp_tools as mcp_tools
+from middlewares._activity_call import call_activity
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.context import RunContext
 from middlewares.dangling_tool_call import invalid_call_result
 from middlewares.sandbox_lease import SandboxLease
-from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput, ToolCallOutput
+from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput
 from vocabulary.delegation import TASK_TOOL_NAME
 from vocabulary.state import ThreadState
 from vocabulary.text import ELLIPSIS, one_line
@@ -113,10 +114,10 @@ class ToolTurn:
         sandbox_id = lease.for_call(request.state)
         if tool.sandbox:
             lease.starting(sandbox_id)
-        output = await ctx.call(
+        output = await call_activity(
+            ctx,
             TOOL_EXECUTE,
             ToolCallInput(ctx.thread, request.tool_call, sandbox_id=sandbox_id, run_key=ctx.workflow_id),
-            result_type=ToolCallOutput,
             summary=f"tool {label}",
             options=ctx.tool_calls.options,
         )
