@@ -26,9 +26,11 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 GRACE_SECONDS = 10.0
 _PR_SET_PDEATHSIG = 1
+_PRCTL: Callable[..., int] | None
 try:
     _PRCTL = ctypes.CDLL(None, use_errno=True).prctl  # looked up now: the child only calls it
 except (OSError, AttributeError):  # not Linux: the pipe alone guards the server

@@ -23,7 +23,7 @@ from workers.models import check_worker_models
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule
 from workers.worker_stop import evict_cached_runs
-from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, SweepResult, run_workflow_id
+from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput, run_workflow_id
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
@@ -120,7 +120,6 @@ async def cmd_sandboxes(args: argparse.Namespace) -> int:
             SweepInput(max_age_seconds=args.max_age or settings.max_age_seconds, dry_run=args.dry_run),
             id=f"hartflow-sandbox-sweep-{uuid.uuid4().hex[:12]}",
             task_queue=config.temporal.task_queue,
-            result_type=SweepResult,
         )
     verb = "would delete" if result.dry_run else "deleted"
 
