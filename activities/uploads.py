@@ -57,9 +57,7 @@ class UploadError(ValueError):
 MAX_UPLOAD_NAME_BYTES = 200
 """UTF-8 bytes of an upload's name. A filesystem name holds 255 bytes, and the atomic write's temp file adds
 43 to the name (``.{name}.{32 hex}.sync-tmp``): a 213-byte name could never be written (it was a 500)."""
-_HIDDEN_CHARACTERS = re.compile(
-    "[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
-)
+_HIDDEN_CHARACTERS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]")
 """Control characters (C0, DEL, C1), line and paragraph separators, and the invisible formatting ones (zero-width
 characters, the bidi embeddings, overrides and isolates): they make a name display as another name
 (``invoice\u202etxt.exe``) or break the lines the model and the logs show it in."""

@@ -73,9 +73,7 @@ async def one_run(client: LangGraphClient, assistant: str, thread_id: str, *, jo
     began = time.perf_counter()
     sample: Sample | None = None
     run_id, last_values = "", {}
-    async for part in client.runs.stream(
-        thread_id, assistant, input=INPUT, stream_mode=MODES
-    ):
+    async for part in client.runs.stream(thread_id, assistant, input=INPUT, stream_mode=MODES):
         held, wall = time.perf_counter(), datetime.now(UTC)
         if sample is None:
             sample = Sample(first_event=held - began)
@@ -110,8 +108,9 @@ async def measure(url: str, assistant: str, sequential: int, concurrent: int) ->
     client = client_for(url)
     try:
         await one_run(client, assistant, (await new_threads(client, 1))[0], join=True)  # warm-up, not counted
-        samples = [await one_run(client, assistant, thread, join=True)
-                   for thread in await new_threads(client, sequential)]
+        samples = [
+            await one_run(client, assistant, thread, join=True) for thread in await new_threads(client, sequential)
+        ]
         threads = await new_threads(client, concurrent)
         began = time.perf_counter()
         burst = await asyncio.gather(*(one_run(client, assistant, thread, join=False) for thread in threads))
@@ -158,8 +157,13 @@ def servers(workdir: Path, concurrent: int) -> dict[str, tuple[Callable[[], Abst
 
 
 async def run(sequential: int, concurrent: int, only: list[str] | None, *, tracing: bool = False) -> dict[str, Any]:
-    results: dict[str, Any] = {"turns": TURNS, "sequential_runs": sequential, "concurrent_runs": concurrent,
-                               "stream_modes": MODES, "systems": {}}
+    results: dict[str, Any] = {
+        "turns": TURNS,
+        "sequential_runs": sequential,
+        "concurrent_runs": concurrent,
+        "stream_modes": MODES,
+        "systems": {},
+    }
     with tempfile.TemporaryDirectory(prefix="hartflow-bench-api-") as tmp:
         workdir = Path(tmp)
         for name, (start, assistant) in servers(workdir, concurrent).items():
@@ -175,21 +179,27 @@ async def run(sequential: int, concurrent: int, only: list[str] | None, *, traci
 
 
 def _rows(results: dict[str, Any]) -> Iterator[str]:
-    yield "| server | first event p50 / p99 | event latency p50 / p99 | join (finished) p50 / p99 | " \
-          f"{results['concurrent_runs']} concurrent streams | first event under load p50 / p99 |"
+    yield (
+        "| server | first event p50 / p99 | event latency p50 / p99 | join (finished) p50 / p99 | "
+        f"{results['concurrent_runs']} concurrent streams | first event under load p50 / p99 |"
+    )
     yield "|---|---|---|---|---|---|"
     for name, r in results["systems"].items():
         burst = r["concurrent"]
-        yield (f"| {name} | {r['first_event']['p50_ms']} / {r['first_event']['p99_ms']} ms "
-               f"| {r['event_latency']['p50_ms']} / {r['event_latency']['p99_ms']} ms "
-               f"| {r['join_finished']['p50_ms']} / {r['join_finished']['p99_ms']} ms "
-               f"| {burst['runs_per_minute']} runs/min ({burst['wall_seconds']} s) "
-               f"| {burst['first_event']['p50_ms']} / {burst['first_event']['p99_ms']} ms |")
+        yield (
+            f"| {name} | {r['first_event']['p50_ms']} / {r['first_event']['p99_ms']} ms "
+            f"| {r['event_latency']['p50_ms']} / {r['event_latency']['p99_ms']} ms "
+            f"| {r['join_finished']['p50_ms']} / {r['join_finished']['p99_ms']} ms "
+            f"| {burst['runs_per_minute']} runs/min ({burst['wall_seconds']} s) "
+            f"| {burst['first_event']['p50_ms']} / {burst['first_event']['p99_ms']} ms |"
+        )
 
 
 def markdown(results: dict[str, Any], command: str) -> str:
-    header = (f"`{command}` — {results['turns']} tool turns per run, {results['sequential_runs']} sequential runs "
-              f"per server (after one warm-up), stream modes {', '.join(results['stream_modes'])}:")
+    header = (
+        f"`{command}` — {results['turns']} tool turns per run, {results['sequential_runs']} sequential runs "
+        f"per server (after one warm-up), stream modes {', '.join(results['stream_modes'])}:"
+    )
     return "\n".join([header, "", *_rows(results)])
 
 

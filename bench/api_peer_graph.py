@@ -37,8 +37,10 @@ def agent(state: MessagesState) -> dict[str, Any]:
 def tools(state: MessagesState) -> dict[str, Any]:
     last = state["messages"][-1]
     assert isinstance(last, AIMessage)
-    results = [ToolMessage(content="\n".join(os.listdir(_EMPTY)) or "(empty)", tool_call_id=call["id"], name="ls")
-               for call in last.tool_calls]
+    results = [
+        ToolMessage(content="\n".join(os.listdir(_EMPTY)) or "(empty)", tool_call_id=call["id"], name="ls")
+        for call in last.tool_calls
+    ]
     _stamp("tool_call")
     return {"messages": results}
 

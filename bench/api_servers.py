@@ -40,7 +40,10 @@ def hartflow_api(workdir: Path, turns: int = TURNS) -> Iterator[str]:
     server.start()
     try:
         config = hartflow_side.bench_config(
-            workdir / "home", server.address, "bench-api", turns=turns,
+            workdir / "home",
+            server.address,
+            "bench-api",
+            turns=turns,
             model=write_script(workdir, responses(turns), f"api-{turns}"),
         )
         with hartflow_side.worker_processes(config, workdir / "worker.yaml"):
@@ -67,15 +70,21 @@ def langgraph_dev(workdir: Path, jobs: int, turns: int = TURNS) -> Iterator[str]
     port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")},
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false", "PYTHONPATH": str(REPO),
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+        "PYTHONPATH": str(REPO),
         "HARTFLOW_BENCH_API_TURNS": str(turns),
     }
     langgraph = Path(sys.executable).with_name("langgraph")
     process = subprocess.Popen(
-        [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port),
-         "--n-jobs-per-worker", str(jobs)],
-        cwd=directory, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        text=True, start_new_session=True,
+        [str(langgraph), "dev", "--no-browser", "--no-reload", "--port", str(port), "--n-jobs-per-worker", str(jobs)],
+        cwd=directory,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
     )
     try:
         _wait_started(process)

@@ -63,6 +63,8 @@ class SummarizationConfig(BaseModel):
         if self.trigger is None:
             return []
         return list(self.trigger) if isinstance(self.trigger, list) else [self.trigger]
+
+
 _SKILL_PATH_ARGS = ("path", "file_path", "filepath")
 
 
@@ -73,7 +75,6 @@ def count_tokens(messages: Sequence[BaseMessage]) -> int:
 
 def _count_unscaled(messages: Sequence[BaseMessage]) -> int:
     return count_tokens_approximately(messages)
-
 
 
 # -- when, and where to cut ------------------------------------------------------------------------------

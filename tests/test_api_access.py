@@ -291,9 +291,23 @@ def test_serve_refuses_auth_none_on_a_public_address(tmp_path: Path) -> None:
     config_file.write_text(yaml.safe_dump({"storage": {"home": str(tmp_path / "home")}, "api": {"auth": "none"}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
     result = subprocess.run(
-        [sys.executable, "-m", "workers.cli", "serve", "--config", str(config_file), "--host", "0.0.0.0",
-         "--port", str(free_port())],
-        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+        [
+            sys.executable,
+            "-m",
+            "workers.cli",
+            "serve",
+            "--config",
+            str(config_file),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
     )
     assert result.returncode == 2, result.stderr
     assert "api.auth is 'none'" in result.stderr and "0.0.0.0" in result.stderr

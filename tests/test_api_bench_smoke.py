@@ -22,7 +22,10 @@ def test_smoke_run_measures_both_servers(tmp_path: Path) -> None:
     out = tmp_path / "api.json"
     process = subprocess.run(
         [sys.executable, "-m", "bench.api_bench", "--smoke", "--out", str(out)],
-        cwd=REPO, capture_output=True, text=True, timeout=580,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=580,
     )
     assert process.returncode == 0, process.stderr[-3000:]
     results = json.loads(out.read_text())

@@ -107,8 +107,9 @@ async def test_a_stream_reading_a_closed_runs_archive_rides_out_storage_down(
         objects = open_object_store(config)
         with caplog.at_level(logging.WARNING, logger="hartflow.api"):
             async with s3.down():
-                frames = asyncio.ensure_future(_collect(run_frames(api_client, objects, thread,
-                                                                   RunFrames(record, MODES), None, closed)))
+                frames = asyncio.ensure_future(
+                    _collect(run_frames(api_client, objects, thread, RunFrames(record, MODES), None, closed))
+                )
                 while not frames.done() and not any(
                     "storage unavailable while reading the archive" in m for m in _api_logs(caplog)
                 ):
@@ -220,8 +221,9 @@ async def test_a_record_that_must_follow_a_reply_is_written_once_storage_is_back
         config = make_config(home, temporal_address, storage=s3_storage_settings(s3, s3.create_bucket("reply-down")))
         objects = open_object_store(config)
         thread = ThreadRef(config.user_id, "t-reply")
-        record = records.RunRecord(str(uuid.uuid4()), "t-reply", "hartflow",
-                                    run_workflow_id(config.user_id, "t-reply"), "run", 3, "now")
+        record = records.RunRecord(
+            str(uuid.uuid4()), "t-reply", "hartflow", run_workflow_id(config.user_id, "t-reply"), "run", 3, "now"
+        )
         s3.stop()
         with caplog.at_level(logging.WARNING):
             write = asyncio.create_task(

@@ -108,8 +108,13 @@ def test_the_openapi_document_has_every_route_with_its_body(fuzz_config: Hartflo
     with server_in_thread(fuzz_config) as url:
         assert httpx.get(f"{url}{OPENAPI_PATH}").status_code == 401  # it asks for a token like every route
         document = httpx.get(f"{url}{OPENAPI_PATH}", headers=AUTH).json()
-    served = {(method.lower(), route.path_format) for router in routers() for route in router.routes
-              if isinstance(route, APIRoute) for method in route.methods}
+    served = {
+        (method.lower(), route.path_format)
+        for router in routers()
+        for route in router.routes
+        if isinstance(route, APIRoute)
+        for method in route.methods
+    }
     documented = {(method, path) for path, item in document["paths"].items() for method in item}
     assert documented == served
     for router in routers():
@@ -134,8 +139,14 @@ def test_no_generated_request_gets_a_server_error(fuzz_config: HartflowConfig, s
 
 
 def _fuzz(operation: Any, mode: GenerationMode, url: str, thread_id: str, sent: dict[str, int]) -> None:
-    @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, derandomize=True,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES_PER_OPERATION,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(case=operation.as_strategy(generation_mode=mode), real_thread=st.booleans())
     def send(case: Any, real_thread: bool) -> None:
         if real_thread and "thread_id" in (case.path_parameters or {}):

@@ -119,8 +119,14 @@ def nested(depth: int) -> dict[str, Any]:
 def multipart(names: list[str]) -> dict[str, Any]:
     """Files under exactly these names (httpx would percent-encode control characters in a file name)."""
     boundary = b"hartflow-boundary"
-    parts = [b"--" + boundary + b'\r\nContent-Disposition: form-data; name="files"; filename="' + name.encode()
-             + b'"\r\nContent-Type: application/octet-stream\r\n\r\nx\r\n' for name in names]
+    parts = [
+        b"--"
+        + boundary
+        + b'\r\nContent-Disposition: form-data; name="files"; filename="'
+        + name.encode()
+        + b'"\r\nContent-Type: application/octet-stream\r\n\r\nx\r\n'
+        for name in names
+    ]
     content = b"".join(parts) + b"--" + boundary + b"--\r\n"
     return {"content": content, "headers": {"content-type": f"multipart/form-data; boundary={boundary.decode()}"}}
 
@@ -179,8 +185,14 @@ async def test_malformed_run_parts_are_422(api: httpx.AsyncClient, api_config: H
         ({"input": user("hi"), "config": {"configurable": 3}}, "configurable"),
         ({"input": user("hi"), "config": {"configurable": ["model_name"]}}, "configurable"),
         ({"input": {"messages": [{"role": "user", "content": "hi", "additional_kwargs": 3}]}}, "additional_kwargs"),
-        ({"input": {"messages": [{"role": "user", "content": "hi",
-                                  "additional_kwargs": {"human_input_response": "x"}}]}}, "human_input_response"),
+        (
+            {
+                "input": {
+                    "messages": [{"role": "user", "content": "hi", "additional_kwargs": {"human_input_response": "x"}}]
+                }
+            },
+            "human_input_response",
+        ),
         ({"input": {"messages": "hi"}}, "messages"),
         ({"command": {"resume": {"fields": 3}}}, "resume.fields"),
         ({"command": {"resume": {"answer": 3}}}, "resume.answer"),
@@ -208,8 +220,17 @@ async def test_upload_names_a_filesystem_cannot_hold_or_that_hide_characters_are
     thread_id = await new_thread(api)
     before = stored(api_config)
     longest = "é" * (MAX_UPLOAD_NAME_BYTES // 2)
-    for name in ("a" * 213 + ".txt", "é" * 120, "bidi\u202etxt.exe", "iso\u2066late.txt", "tab\there.txt",
-                 "esc\x1b[31m.txt", "del\x7f.txt", "line\u2028sep.txt", "zero\u200bwidth.txt"):
+    for name in (
+        "a" * 213 + ".txt",
+        "é" * 120,
+        "bidi\u202etxt.exe",
+        "iso\u2066late.txt",
+        "tab\there.txt",
+        "esc\x1b[31m.txt",
+        "del\x7f.txt",
+        "line\u2028sep.txt",
+        "zero\u200bwidth.txt",
+    ):
         response = await api.post(f"/threads/{thread_id}/uploads", **multipart(["fine.txt", name]))
         assert "invalid upload name" in refused(response), name
     assert stored(api_config) == before
@@ -229,25 +250,35 @@ async def test_scripted_models_only_from_the_scripts_folder(
     (scripts / "link.json").symlink_to(outside)
     before = stored(api_config)
     details = set()
-    for spec in ("scripted:/etc/passwd", "scripted:/etc/no-such-file", f"scripted:{outside}",
-                 "scripted:../outside.json", "scripted:link.json", f"scripted:{scripts}", "scripted:"):
-        response = await api.post(f"/threads/{thread_id}/runs",
-                                  json={"input": user("hi"), "context": {"model_name": spec}})
+    for spec in (
+        "scripted:/etc/passwd",
+        "scripted:/etc/no-such-file",
+        f"scripted:{outside}",
+        "scripted:../outside.json",
+        "scripted:link.json",
+        f"scripted:{scripts}",
+        "scripted:",
+    ):
+        response = await api.post(
+            f"/threads/{thread_id}/runs", json={"input": user("hi"), "context": {"model_name": spec}}
+        )
         details.add(refused(response))
     assert len(details) == 1 and "model_scripts_dir" in details.pop()
     assert stored(api_config) == before
     inside = write_script(scripts, [answer("from the scripts folder")], name="mine.json")
     for spec in (inside, "scripted:mine.json"):
-        final = await api.post(f"/threads/{thread_id}/runs/wait",
-                               json={"input": user("hi"), "context": {"model_name": spec}})
+        final = await api.post(
+            f"/threads/{thread_id}/runs/wait", json={"input": user("hi"), "context": {"model_name": spec}}
+        )
         assert final.json()["messages"][-1]["content"] == "from the scripts folder", final.text
 
 
 async def _pause(api: httpx.AsyncClient, scripts: Path, after_reply: dict[str, Any]) -> str:
     thread_id = await new_thread(api)
     script = write_script(scripts, [ask(["red", "blue"]), after_reply])
-    paused = await api.post(f"/threads/{thread_id}/runs/wait",
-                            json={"input": user("pick"), "context": {"model_name": script}})
+    paused = await api.post(
+        f"/threads/{thread_id}/runs/wait", json={"input": user("pick"), "context": {"model_name": script}}
+    )
     assert paused.status_code == 200 and paused.json()["__interrupt__"], paused.text
     return thread_id
 
@@ -257,8 +288,12 @@ async def test_a_reply_is_bounded_like_a_message(api: httpx.AsyncClient, scripts
     handle = client.get_workflow_handle(run_workflow_id("default", thread_id))
     events = len([e async for e in handle.fetch_history_events()])
     long = "x" * (MAX_MESSAGE_CHARS + 1)
-    for body in ({"command": {"resume": long}}, {"command": {"resume": {"answer": long}}},
-                 {"command": {"resume": {"fields": {"colour": long}}}}, {"input": user(long)}):
+    for body in (
+        {"command": {"resume": long}},
+        {"command": {"resume": {"answer": long}}},
+        {"command": {"resume": {"fields": {"colour": long}}}},
+        {"input": user(long)},
+    ):
         assert "max_message_chars" in refused(await api.post(f"/threads/{thread_id}/runs", json=body)), body
     assert len([e async for e in handle.fetch_history_events()]) == events  # no update reached the run
     assert (await api.get(f"/threads/{thread_id}")).json()["status"] == "interrupted"
@@ -271,9 +306,9 @@ async def test_parallel_resumes_of_one_pause_one_wins_the_others_conflict(
 ) -> None:
     release = tmp_path / "release"
     thread_id = await _pause(api, scripts, {"content": "resumed once", "wait_for_file": str(release)})
-    answers = await asyncio.gather(*(
-        api.post(f"/threads/{thread_id}/runs", json={"command": {"resume": f"answer {n}"}}) for n in range(50)
-    ))
+    answers = await asyncio.gather(
+        *(api.post(f"/threads/{thread_id}/runs", json={"command": {"resume": f"answer {n}"}}) for n in range(50))
+    )
     codes = sorted(response.status_code for response in answers)
     assert codes == [200] + [409] * 49, [(r.status_code, r.text) for r in answers if r.status_code not in (200, 409)]
     for response in answers:
@@ -314,9 +349,7 @@ async def test_a_cancel_reaches_only_its_own_run(
     assert done.json()["messages"][-1]["content"] == "second"
 
 
-async def test_search_builds_views_only_for_its_page(
-    api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_search_builds_views_only_for_its_page(api: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch) -> None:
     tag = unique("tag")
     made = [(await api.post("/threads", json={"metadata": {"tag": tag}})).json()["thread_id"] for _ in range(6)]
     for _ in range(3):

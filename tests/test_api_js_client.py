@@ -39,8 +39,12 @@ def _node_env() -> dict[str, str]:
 
 async def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout=NODE_TIMEOUT)
     assert process.returncode is not None
@@ -54,9 +58,7 @@ async def js_client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("js-client")
     for name in ("package.json", "package-lock.json", "interrupt_resume.mjs"):
         shutil.copy(JS_CLIENT / name, directory / name)
-    code, out, err = await _run(
-        ["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], directory, _node_env()
-    )
+    code, out, err = await _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], directory, _node_env())
     assert code == 0, f"npm ci failed:\n{out}\n{err}"
     return directory
 
@@ -64,7 +66,10 @@ async def js_client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
     ask = tool_call(
-        "ask_clarification", "call-colour", question="Which colour?", clarification_type="approach_choice",
+        "ask_clarification",
+        "call-colour",
+        question="Which colour?",
+        clarification_type="approach_choice",
         options=["red", "blue"],
     )
     model = write_script(tmp_path, [calls(ask), answer("Painted it blue.")])

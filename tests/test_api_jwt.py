@@ -373,7 +373,11 @@ def test_serve_refuses_a_bad_hook_before_starting(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
     result = subprocess.run(
         [sys.executable, "-m", "workers.cli", "serve", "--config", str(config_file), "--port", str(free_port())],
-        capture_output=True, text=True, timeout=120, env=env, cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=Path(__file__).parent.parent,
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [

@@ -44,8 +44,12 @@ def scripts(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, scripts: dict[str, str], tmp_path: Path) -> HartflowConfig:
-    return make_config(home, temporal_address, model=scripts["default"],
-                       api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)})
+    return make_config(
+        home,
+        temporal_address,
+        model=scripts["default"],
+        api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+    )
 
 
 @pytest.fixture
@@ -126,8 +130,9 @@ async def test_wait_equals_get_state_and_history_is_newest_first(url: str, scrip
     first = await sdk.runs.wait(thread["thread_id"], "hartflow", input=user("one"))
     assert first == (await sdk.threads.get_state(thread["thread_id"]))["values"]
     # The second run pauses for the clarification: wait answers with the interrupt.
-    paused = await sdk.runs.wait(thread["thread_id"], "hartflow", input=user("two"),
-                                 context={"model_name": scripts["ask"]})
+    paused = await sdk.runs.wait(
+        thread["thread_id"], "hartflow", input=user("two"), context={"model_name": scripts["ask"]}
+    )
     assert paused["__interrupt__"][0]["value"]["question"].startswith("Which colour?")
     history = await sdk.threads.get_history(thread["thread_id"], limit=3)
     versions = [h["checkpoint"]["checkpoint_id"] for h in history]
@@ -257,8 +262,12 @@ async def test_the_sdk_default_payload_and_deerflows_are_served(url: str) -> Non
             "stream_mode": "values",
             "stream_subgraphs": False,
             "stream_resumable": False,
-            "context": {"model_name": "scripted", "thinking_enabled": True, "is_plan_mode": False,
-                        "subagent_enabled": False},
+            "context": {
+                "model_name": "scripted",
+                "thinking_enabled": True,
+                "is_plan_mode": False,
+                "subagent_enabled": False,
+            },
             "config": {"recursion_limit": 1000},
             "on_disconnect": "continue",
         }
@@ -268,15 +277,23 @@ async def test_the_sdk_default_payload_and_deerflows_are_served(url: str) -> Non
         assert response.headers["content-location"].startswith(f"/threads/{thread['thread_id']}/runs/")
 
 
-async def test_deerflows_reply_message_and_a_plain_message_answer_the_pause(url: str, scripts: dict[str, str],
-                                                                            client: Client) -> None:
+async def test_deerflows_reply_message_and_a_plain_message_answer_the_pause(
+    url: str, scripts: dict[str, str], client: Client
+) -> None:
     sdk = get_client(url=url)
     thread_id = (await sdk.threads.create())["thread_id"]
     parts = await _pause(sdk, thread_id, scripts["ask"])
     request = [p.data for p in parts if p.event == "values"][-1]["__interrupt__"][0]["value"]
     red = next(o["id"] for o in request["options"] if o["label"] == "red")
-    response = {"version": 1, "kind": "human_input_response", "source": "ask_clarification",
-                "request_id": request["request_id"], "response_kind": "option", "value": "red", "option_id": red}
+    response = {
+        "version": 1,
+        "kind": "human_input_response",
+        "source": "ask_clarification",
+        "request_id": request["request_id"],
+        "response_kind": "option",
+        "value": "red",
+        "option_id": red,
+    }
     message = {"type": "human", "content": "red", "additional_kwargs": {"human_input_response": response}}
     final = await sdk.runs.wait(thread_id, "lead_agent", input={"messages": [message]})
     assert final["messages"][-1]["content"] == "blue it is"  # the script's answer to whatever was chosen

@@ -31,8 +31,9 @@ async def test_serve_alone_runs_the_embedded_stack(tmp_path: Path) -> None:
         sdk = get_client(url=server.url)
         assert (await sdk.assistants.get("hartflow"))["assistant_id"] == "hartflow"
         thread = await sdk.threads.create()
-        final = await sdk.runs.wait(thread["thread_id"], "hartflow", input={"messages": [{"role": "user",
-                                                                                          "content": "hi"}]})
+        final = await sdk.runs.wait(
+            thread["thread_id"], "hartflow", input={"messages": [{"role": "user", "content": "hi"}]}
+        )
         assert final["messages"][-1]["content"] == "served"
     finally:
         code = server.stop()

@@ -74,8 +74,9 @@ async def worker(client: Client, api_config: HartflowConfig) -> AsyncIterator[Cl
         yield await connect(api_config)  # the client hartflow serve makes (closed runs: never queried)
 
 
-async def test_join_stream_after_a_drop_from_any_event_id(worker: Client, api_config: HartflowConfig,
-                                                          release: Path) -> None:
+async def test_join_stream_after_a_drop_from_any_event_id(
+    worker: Client, api_config: HartflowConfig, release: Path
+) -> None:
     async with serving_api(api_config, worker) as url:
         sdk = get_client(url=url)
         thread_id = (await sdk.threads.create())["thread_id"]
@@ -88,8 +89,10 @@ async def test_join_stream_after_a_drop_from_any_event_id(worker: Client, api_co
         whole = frames(first) + frames(rest)
         assert whole[-1][0] == "custom" and whole[-1][2]["kind"] == "run_finished"
         assert [p for p in whole if p[0] == "values"][-1][2]["messages"][-1]["content"] == "released"
-        assert frames(await collect(sdk.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id="-1"))) \
+        assert (
+            frames(await collect(sdk.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id="-1")))
             == whole
+        )
         for index, (_, event_id, _) in enumerate(whole):
             joined = await collect(sdk.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id=event_id))
             assert frames(joined) == whole[index + 1 :]
@@ -114,8 +117,9 @@ async def test_the_sdk_reconnects_by_itself_when_a_proxy_cuts_the_stream(
                     release.touch()
             assert connections_at_cut is not None and proxy.connections > connections_at_cut  # it reconnected
         run_id = seen[0].data["run_id"]
-        whole = await collect(get_client(url=url).runs.join_stream(thread_id, run_id, stream_mode=MODES,
-                                                                   last_event_id="-1"))
+        whole = await collect(
+            get_client(url=url).runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id="-1")
+        )
         assert frames(seen) == frames(whole)
         assert [p.event for p in seen].count("metadata") == 1
 
@@ -141,8 +145,15 @@ async def test_on_disconnect_cancel_cancels_the_run_and_after_agent_ran(
 
 @pytest.fixture
 def ask_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
-    ask = calls(tool_call("ask_clarification", unique("call"), question="Which colour?",
-                          clarification_type="approach_choice", options=["red", "blue"]))
+    ask = calls(
+        tool_call(
+            "ask_clarification",
+            unique("call"),
+            question="Which colour?",
+            clarification_type="approach_choice",
+            options=["red", "blue"],
+        )
+    )
     return make_config(home, temporal_address, model=write_script(tmp_path, [ask, answer("blue it is")]))
 
 
@@ -171,17 +182,20 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
 
             second.start()
             other = get_client(url=second.url)
-            joined = await collect(other.runs.join_stream(thread_id, run_id, stream_mode=MODES,
-                                                          last_event_id=paused[3].id))
+            joined = await collect(
+                other.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id=paused[3].id)
+            )
             assert frames(joined) == frames(paused)[3:]
             blue = next(o["id"] for o in interrupt[0]["value"]["options"] if o["label"] == "blue")
-            resumed = await collect(other.runs.stream(thread_id, "hartflow", command={"resume": {"option_id": blue}},
-                                                      stream_mode=MODES))
+            resumed = await collect(
+                other.runs.stream(thread_id, "hartflow", command={"resume": {"option_id": blue}}, stream_mode=MODES)
+            )
             assert [p.data for p in resumed if p.event == "values"][-1]["messages"][-1]["content"] == "blue it is"
             assert (await sdk.threads.get(thread_id))["status"] == "idle"
             resumed_run = resumed[0].data["run_id"]
-            on_first = await collect(sdk.runs.join_stream(thread_id, resumed_run, stream_mode=MODES,
-                                                          last_event_id="-1"))
+            on_first = await collect(
+                sdk.runs.join_stream(thread_id, resumed_run, stream_mode=MODES, last_event_id="-1")
+            )
             assert frames(on_first) == frames(resumed)
         finally:
             first.stop()
@@ -211,8 +225,9 @@ async def test_a_run_that_closes_while_its_stream_is_read_ends_from_its_archive(
         assert parts[-1].data == resumed
 
 
-async def test_a_held_run_keeps_its_connections_alive(worker: Client, api_config: HartflowConfig,
-                                                     release: Path) -> None:
+async def test_a_held_run_keeps_its_connections_alive(
+    worker: Client, api_config: HartflowConfig, release: Path
+) -> None:
     """While a run is held, a stream carries heartbeat comments and a wait carries newlines before its JSON, so
     no proxy or client read timeout cuts them (no SDK call shows either: plain HTTP)."""
     async with serving_api(api_config, worker) as url, httpx.AsyncClient(base_url=url, timeout=60) as raw:

@@ -321,8 +321,28 @@ def test_a_directory_is_not_an_upload(cli: CliWorker, capsys: pytest.CaptureFixt
 
 @pytest.mark.parametrize(
     "name",
-    ["a/b", "../etc/passwd", "/abs", "x/..", "", ".", "dir\\file", "a\0b", "a" * 201, "é" * 101, "lone\ud800",
-     "tab\t", "del\x7f", "c1\x85", "rlo\u202e", "lri\u2066", "pdi\u2069", "zwsp\u200b", "bom\ufeff", "ls\u2028"],
+    [
+        "a/b",
+        "../etc/passwd",
+        "/abs",
+        "x/..",
+        "",
+        ".",
+        "dir\\file",
+        "a\0b",
+        "a" * 201,
+        "é" * 101,
+        "lone\ud800",
+        "tab\t",
+        "del\x7f",
+        "c1\x85",
+        "rlo\u202e",
+        "lri\u2066",
+        "pdi\u2069",
+        "zwsp\u200b",
+        "bom\ufeff",
+        "ls\u2028",
+    ],
 )
 def test_the_upload_name_rule_refuses_every_path_like_name(name: str) -> None:
     # Names arrive as path segments from the CLI, but other callers (an API) can hand in any string.

@@ -44,7 +44,9 @@ def test_embedded_run_pauses_exits_and_a_second_process_finishes_it(tmp_path: Pa
     assert set(paused) >= RUN_FIELDS
     assert paused["status"] == "awaiting_input"
     assert paused["pending_input"]["question"] == "Which colour?"
-    assert paused["ui_url"].startswith(f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/hartflow%3Adefault%3At-embedded")
+    assert paused["ui_url"].startswith(
+        f"http://127.0.0.1:{ui_port}/namespaces/default/workflows/hartflow%3Adefault%3At-embedded"
+    )
     # The command took its server with it: nothing answers on the port any more.
     assert not port_answers("127.0.0.1", port)
     assert (tmp_path / ".hartflow/temporal.db").exists()
@@ -204,6 +206,8 @@ def test_a_query_nobody_can_answer_is_one_line_not_a_traceback(
     assert err.count("\n") == 1 and err.startswith(f"hartflow: error: Temporal server at {temporal_address}: "), err
     assert "hartflow worker" in err and "Traceback" not in err
     assert "error" in json.loads(out)
+
+
 def test_a_temporal_server_that_is_down_is_one_line_exit_1(tmp_path: Path) -> None:
     """Found by bench.soak: ``hartflow reply`` while the Temporal server was being restarted printed the SDK's
     ``RuntimeError: Failed client connect`` traceback."""

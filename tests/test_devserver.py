@@ -65,9 +65,7 @@ def _two_free_ports() -> tuple[int, int]:
         return a.getsockname()[1], b.getsockname()[1]
 
 
-def _in_memory_server(
-    *, register_search_attributes: bool = True, extra_args: tuple[str, ...] = ()
-) -> DevServer:
+def _in_memory_server(*, register_search_attributes: bool = True, extra_args: tuple[str, ...] = ()) -> DevServer:
     """A headless in-memory server on a free port: the cheapest one to start (~0.25 s)."""
     options = DevServerOptions(
         port=free_port(),
@@ -89,9 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
 
 
 async def _custom_search_attributes(client: Client) -> dict[str, int]:
-    resp = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace="default")
-    )
+    resp = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace="default"))
     return dict(resp.custom_attributes)
 
 
@@ -124,9 +120,7 @@ async def test_waiting_workflow_survives_restart(server: DevServer) -> None:
     task_queue = f"devserver-{uuid.uuid4()}"
     client = await Client.connect(server.address)
     async with running(Worker(client, task_queue=task_queue, workflows=[WaitForSignal])):
-        handle = await client.start_workflow(
-            WaitForSignal.run, id=f"wait-{uuid.uuid4()}", task_queue=task_queue
-        )
+        handle = await client.start_workflow(WaitForSignal.run, id=f"wait-{uuid.uuid4()}", task_queue=task_queue)
         # The query is answered by the worker, so the workflow has run up to its wait.
         assert await handle.query(WaitForSignal.waiting) is True
 

@@ -333,7 +333,10 @@ async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goe
         storage: dict[str, Any] = s3_storage_settings(s3_server, s3_bucket)
         storage["s3"] = {**storage["s3"], "endpoint_url": proxy.endpoint_url}
         config = make_config(
-            home, temporal_address, storage=storage, user_id=user,
+            home,
+            temporal_address,
+            storage=storage,
+            user_id=user,
             run={"middlewares": {"dynamic_context": {"memory_timeout_seconds": 0.5}}},
         )
         thread = unique("stuck")
@@ -357,5 +360,3 @@ async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goe
         messages = store.load(ThreadRef(config.user_id, thread)).state.messages
     assert [m.type for m in messages] == ["human", "ai", "system", "human", "human", "ai"]
     assert messages[4].content == "again" and "Prefers Python" in messages[3].content
-
-

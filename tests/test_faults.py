@@ -72,8 +72,6 @@ async def _workspace(cluster: Cluster, config: HartflowConfig, thread: str) -> P
     return Path(root) / "workspace"
 
 
-
-
 def _scheduled(events: list[Any], activity_type: str) -> int:
     return sum(1 for name, _ in scheduled_activities(events) if name == activity_type)
 

@@ -93,9 +93,7 @@ async def test_retryable_error_with_retry_after_then_answer(tmp_path: Path) -> N
 
 
 async def test_auth_error_is_not_retryable(tmp_path: Path) -> None:
-    path = write_script(
-        tmp_path, [{"error": {"status": 401, "message": "invalid api key"}}, {"content": "x"}]
-    )
+    path = write_script(tmp_path, [{"error": {"status": 401, "message": "invalid api key"}}, {"content": "x"}])
 
     with pytest.raises(ApplicationError) as caught:
         await invoke(call_for(path))

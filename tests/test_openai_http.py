@@ -265,8 +265,6 @@ async def test_tool_call_arguments_that_are_not_an_object_become_an_invalid_tool
     assert answered["tool_call_id"] == "call_bad", "the model hears about its bad call"
 
 
-
-
 async def test_deerflows_models_block_runs_through_hartflow_run_and_a_worker_process(
     client: Client,
     home: Path,

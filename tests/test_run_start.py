@@ -52,12 +52,18 @@ async def test_the_cli_the_api_and_the_helper_start_a_run_alike(
             description = await handle.describe()
             attributes = description.typed_search_attributes
             assert {pair.key.name for pair in attributes} == {
-                sa.THREAD_ID.name, sa.USER_ID.name, sa.STATUS.name, sa.MODEL.name, sa.TURNS.name
+                sa.THREAD_ID.name,
+                sa.USER_ID.name,
+                sa.STATUS.name,
+                sa.MODEL.name,
+                sa.TURNS.name,
             }, who
             assert attributes.get(sa.THREAD_ID) == threads[who]
             assert attributes.get(sa.USER_ID) == config.user_id
             assert (attributes.get(sa.STATUS), attributes.get(sa.MODEL), attributes.get(sa.TURNS)) == (
-                "running", model, 0
+                "running",
+                model,
+                0,
             ), who
             assert await description.static_summary() == f"paint it · thread {threads[who]}"
             assert await description.static_details() == (

@@ -61,9 +61,7 @@ def model_for(
     return ScriptedChatModel(script=script, purpose=purpose, call_index=call_index, attempt=attempt)
 
 
-async def answer(
-    script: Script, purpose: ModelPurpose = "agent", call_index: int = 0, attempt: int = 1
-) -> AIMessage:
+async def answer(script: Script, purpose: ModelPurpose = "agent", call_index: int = 0, attempt: int = 1) -> AIMessage:
     return await model_for(script, purpose, call_index, attempt).ainvoke([HumanMessage("hi")])
 
 
@@ -73,9 +71,7 @@ async def test_documented_format_round_trips_into_ai_messages(tmp_path: Path) ->
     message = await answer(script)
 
     assert message.content == "…"
-    assert message.tool_calls == [
-        {"name": "bash", "args": {"command": "echo hi"}, "id": "call_1", "type": "tool_call"}
-    ]
+    assert message.tool_calls == [{"name": "bash", "args": {"command": "echo hi"}, "id": "call_1", "type": "tool_call"}]
     assert message.usage_metadata == {"input_tokens": 12, "output_tokens": 5, "total_tokens": 17}
     assert message.response_metadata["finish_reason"] == "tool_calls"
 
@@ -101,9 +97,7 @@ async def test_optional_response_fields(tmp_path: Path) -> None:
                     {
                         "content": [{"type": "text", "text": "see"}, "plain"],
                         "tool_calls": [{"name": "ls"}, {"name": "read", "args": {"path": "/a"}}],
-                        "invalid_tool_calls": [
-                            {"name": "bad", "args": "{oops", "id": "x", "error": "bad json"}
-                        ],
+                        "invalid_tool_calls": [{"name": "bad", "args": "{oops", "id": "x", "error": "bad json"}],
                         "additional_kwargs": {"reasoning_content": "hmm"},
                         "usage_metadata": {"input_tokens": 3, "output_tokens": 4},
                         "id": "msg-7",
@@ -120,9 +114,7 @@ async def test_optional_response_fields(tmp_path: Path) -> None:
         ("ls", {}, "call_agent_0_0"),
         ("read", {"path": "/a"}, "call_agent_0_1"),
     ]
-    assert [(c["name"], c["args"], c["error"]) for c in message.invalid_tool_calls] == [
-        ("bad", "{oops", "bad json")
-    ]
+    assert [(c["name"], c["args"], c["error"]) for c in message.invalid_tool_calls] == [("bad", "{oops", "bad json")]
     assert message.additional_kwargs == {"reasoning_content": "hmm"}
     assert message.usage_metadata is not None
     assert message.usage_metadata["total_tokens"] == 7
@@ -209,9 +201,7 @@ async def test_error_times_cover_consecutive_attempts(tmp_path: Path) -> None:
     ],
 )
 async def test_error_class_defaults_from_status(tmp_path: Path, status: int, expected: str) -> None:
-    script = load_script(
-        write_script(tmp_path, {"responses": [{"error": {"status": status, "message": "x"}}]})
-    )
+    script = load_script(write_script(tmp_path, {"responses": [{"error": {"status": status, "message": "x"}}]}))
 
     with pytest.raises(ScriptedProviderError) as caught:
         await answer(script)

@@ -22,7 +22,11 @@ def test_serve_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         result = subprocess.run(
             [sys.executable, "-m", "workers.cli", "serve", "--config", str(config_file), "--port", str(port)],
-            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=tmp_path,
         )
     assert result.returncode == 2, result.stderr
     assert result.stderr.splitlines() == [

@@ -118,9 +118,7 @@ async def test_another_user_can_neither_block_nor_see_a_thread_of_the_same_name(
     await bob.threads.create(thread_id=thread_id)
     assert (await bob.threads.get(thread_id))["status"] == "idle"
     assert await bob.runs.list(thread_id) == []
-    final = await bob.runs.wait(
-        thread_id, "hartflow", input=user("hello"), context={"model_name": scripts["answer"]}
-    )
+    final = await bob.runs.wait(thread_id, "hartflow", input=user("hello"), context={"model_name": scripts["answer"]})
     assert final["messages"][-1]["content"] == "bob's answer"
     assert (await alice.threads.get(thread_id))["status"] == "interrupted"
     assert len(await alice.runs.list(thread_id)) == 1
@@ -152,15 +150,22 @@ async def test_a_run_started_under_the_legacy_id_is_found_answered_and_replayed_
     legacy_id = legacy_run_workflow_id(thread_id)
     handle = await client_for(client, api_config).start_workflow(
         RunWorkflow.run,
-        RunInput(thread_id=thread_id, user_id="alice", message="paint it", model=select_model(api_config).spec,
-                 settings=api_config.run),
+        RunInput(
+            thread_id=thread_id,
+            user_id="alice",
+            message="paint it",
+            model=select_model(api_config).spec,
+            settings=api_config.run,
+        ),
         id=legacy_id,
         task_queue=api_config.temporal.task_queue,
-        search_attributes=TypedSearchAttributes([
-            SearchAttributePair(sa.THREAD_ID, thread_id),
-            SearchAttributePair(sa.USER_ID, "alice"),
-            SearchAttributePair(sa.STATUS, "running"),
-        ]),
+        search_attributes=TypedSearchAttributes(
+            [
+                SearchAttributePair(sa.THREAD_ID, thread_id),
+                SearchAttributePair(sa.USER_ID, "alice"),
+                SearchAttributePair(sa.STATUS, "running"),
+            ]
+        ),
     )
     await handle.execute_update("wait_settled")
     assert (await alice.threads.get(thread_id))["status"] == "interrupted"

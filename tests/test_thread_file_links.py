@@ -97,9 +97,7 @@ async def new_thread(url: str, user: str) -> str:
 # -- the API on the filesystem backend ---------------------------------------------------------------------------
 
 
-async def test_outputs_linked_to_the_root_serves_no_host_file(
-    fs_api: str, home: Path, tracebacks: _Tracebacks
-) -> None:
+async def test_outputs_linked_to_the_root_serves_no_host_file(fs_api: str, home: Path, tracebacks: _Tracebacks) -> None:
     thread_id = await new_thread(fs_api, "alice")
     folder = user_data(home, "alice", thread_id)
     folder.mkdir(parents=True, exist_ok=True)

@@ -256,9 +256,7 @@ async def test_a_20mb_output_saved_on_one_worker_is_read_on_another(tmp_path: Pa
     content = "".join(f"{i:09d}\n" for i in range(2_000_000))  # 20 MB
     path = f"{RESULTS}/{externalized_filename('bash', 'big', content)}"
     worker_a = _s3_files(s3_storage, tmp_path / "a")
-    saved = ToolOutputActivities(worker_a).externalize(
-        ExternalizeInput(thread, None, path, content)
-    )
+    saved = ToolOutputActivities(worker_a).externalize(ExternalizeInput(thread, None, path, content))
     assert saved.saved
     stored = worker_a.store.head(worker_a.key(thread, path))
     assert stored is not None and stored.size == len(content)

@@ -37,9 +37,7 @@ def acts(home: Path) -> ToolActivities:
     return ToolActivities(LocalSandboxProvider(home, allow_host_bash=True, bash_timeout=10))
 
 
-async def run(
-    acts: ToolActivities, name: str, sandbox_id: str | None = SANDBOX_ID, **args: Any
-) -> ToolCallOutput:
+async def run(acts: ToolActivities, name: str, sandbox_id: str | None = SANDBOX_ID, **args: Any) -> ToolCallOutput:
     call = ToolCallInput(THREAD, {"name": name, "args": args, "id": "call-1"}, sandbox_id)
     output: ToolCallOutput = await ActivityEnvironment().run(acts.execute, call)
     return output

@@ -362,8 +362,9 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
             answer(f"{secret} the report is in outputs"),
         ],
     )
-    ask = write_script(tmp_path, [ask_clarification(f"{secret} which colour?", options=["red", "blue"]),
-                                  answer(f"{secret} all blue")])
+    ask = write_script(
+        tmp_path, [ask_clarification(f"{secret} which colour?", options=["red", "blue"]), answer(f"{secret} all blue")]
+    )
     memory = empty_memory()
     memory["user"]["workContext"]["summary"] = f"{secret} works on the quarterly report"
     save_memory(open_object_store(config), "alice", memory)
@@ -374,8 +375,9 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
         assert sent.status_code == 200, sent.text
         run_ids = []
         for text, model in ((f"{secret} write the report", write_report), (f"{secret} paint it", ask)):
-            done = await api.post(f"/threads/{thread_id}/runs/wait",
-                                  json={"input": message(text), "context": {"model_name": model}})
+            done = await api.post(
+                f"/threads/{thread_id}/runs/wait", json={"input": message(text), "context": {"model_name": model}}
+            )
             assert done.status_code == 200, done.text
             run_ids.append(done.headers["content-location"].rsplit("/", 1)[1])
         state = (await api.get(f"/threads/{thread_id}/state")).json()
@@ -385,8 +387,13 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
     store = open_object_store(config)
     runs = store.list(f"users/alice/threads/{thread_id}/api/runs/")
     records = [json.loads(store.get(info.key) or b"{}") for info in runs]
-    return Alice(thread_id, (run_ids[0], run_ids[1]), state["checkpoint"]["checkpoint_id"], views,
-                 {record["workflow_run_id"] for record in records})
+    return Alice(
+        thread_id,
+        (run_ids[0], run_ids[1]),
+        state["checkpoint"]["checkpoint_id"],
+        views,
+        {record["workflow_run_id"] for record in records},
+    )
 
 
 # -- the walk -----------------------------------------------------------------------------------------------------
@@ -402,8 +409,7 @@ class Sent:
 
 async def send(api: httpx.AsyncClient, method: str, template: str, ids: Ids, req: Req) -> Sent:
     path = fill(template, ids, req)
-    response = await api.request(method, path, json=req.json, files=req.files, params=req.params,
-                                 headers=req.headers)
+    response = await api.request(method, path, json=req.json, files=req.files, params=req.params, headers=req.headers)
     headers = "\n".join(f"{k}: {v}" for k, v in response.headers.items())
     return Sent(method, path, response.status_code, f"{headers}\n\n{response.text}")
 
@@ -448,8 +454,9 @@ class Walker:
         return {key: etag for key, etag in listing.items() if key.startswith("users/bob/")}
 
     async def settle_bob(self) -> None:
-        await asyncio.gather(*(closed(self.client, run_workflow_id("bob", ids.thread_id))
-                               for ids in (self.alice_ids, self.control)))
+        await asyncio.gather(
+            *(closed(self.client, run_workflow_id("bob", ids.thread_id)) for ids in (self.alice_ids, self.control))
+        )
 
     def restore_bob(self, listing: dict[str, str]) -> None:
         """Bob's folder as the phase began (his workflows stay: they are alike on both ids)."""
@@ -483,8 +490,9 @@ class Walker:
                 for alices, controls in zip(walk.requests(self.alice_ids), walk.requests(self.control), strict=True):
                     await self.one(api, phase, method, template, walk, alices, controls)
 
-    async def one(self, api: httpx.AsyncClient, phase: str, method: str, template: str, walk: Walk,
-                  alices: Req, controls: Req) -> None:
+    async def one(
+        self, api: httpx.AsyncClient, phase: str, method: str, template: str, walk: Walk, alices: Req, controls: Req
+    ) -> None:
         before = self.listing
         alices_run = await workflow(self.client, self.alices_workflow)
         on_alices, on_control = await asyncio.gather(
@@ -526,8 +534,9 @@ class Walker:
         for command in CLI.values():
             if command.argvs is None:
                 continue
-            pairs = zip(command.argvs(self.alice.thread_id, upload), command.argvs(self.control.thread_id, upload),
-                        strict=True)
+            pairs = zip(
+                command.argvs(self.alice.thread_id, upload), command.argvs(self.control.thread_id, upload), strict=True
+            )
             for alices, controls in pairs:
                 before = self.listing
                 alices_run = await workflow(self.client, self.alices_workflow)

@@ -21,6 +21,7 @@ WORKFLOW_SOURCES = sorted(
     path for package in ("vocabulary", "workflows", "middlewares") for path in (REPO / package).rglob("*.py")
 )
 
+
 @pytest.mark.parametrize("path", WORKFLOW_SOURCES, ids=[str(p.relative_to(REPO)) for p in WORKFLOW_SOURCES])
 def test_workflow_code_has_no_io_or_nondeterminism(path: Path) -> None:
     assert _violations(path) == []

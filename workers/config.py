@@ -65,8 +65,9 @@ class TemporalSettings(_Strict):
 
 class StorageSettings(_Strict):
     home: Path = Field(
-        Path(".hartflow"), description="the embedded server's DB, the sandbox working copies; with the filesystem "
-        "backend also threads, uploads, outputs and memory"
+        Path(".hartflow"),
+        description="the embedded server's DB, the sandbox working copies; with the filesystem "
+        "backend also threads, uploads, outputs and memory",
     )
     backend: Literal["filesystem", "s3"] = Field("filesystem", description="where thread data and payload blobs live")
     s3: S3Settings = Field(default_factory=S3Settings, description="used when backend is s3")

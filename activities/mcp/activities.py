@@ -135,5 +135,3 @@ def _read_timeout() -> float | None:
         return None
     timeout = activity.info().start_to_close_timeout
     return timeout.total_seconds() if timeout else None
-
-

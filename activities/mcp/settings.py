@@ -155,4 +155,3 @@ def redact(text: str, secrets: tuple[str, ...]) -> str:
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
-

@@ -185,9 +185,7 @@ def _resolve(value: Any, environ: Mapping[str, str], model: str, where: str, sec
         variable = match.group(1) or match.group(2)
         resolved = environ.get(variable)
         if not resolved:
-            raise ModelConfigError(
-                f"model {model!r}: {where} is ${variable}, which is not set in the environment"
-            )
+            raise ModelConfigError(f"model {model!r}: {where} is ${variable}, which is not set in the environment")
         secrets.append(resolved)
         return resolved
     return value

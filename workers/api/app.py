@@ -37,8 +37,13 @@ def routers() -> list[APIRouter]:
 
 
 def create_app(config: HartflowConfig, client: Client) -> FastAPI:
-    app = FastAPI(title="hartflow Agent Server", version=discovery.server_version(), docs_url=None,
-                  redoc_url=None, openapi_url=OPENAPI_PATH)
+    app = FastAPI(
+        title="hartflow Agent Server",
+        version=discovery.server_version(),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=OPENAPI_PATH,
+    )
     app.state.hartflow = ApiContext(config, client)
     for prefix in PREFIXES:
         for router in routers():

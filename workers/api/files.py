@@ -157,9 +157,7 @@ def _delete_upload(context: ApiContext, thread: ThreadRef, name: str) -> None:
 
 
 @router.delete("/threads/{thread_id}/uploads/{name}")
-async def delete_upload(
-    name: str, thread: CallerThread, context: Context
-) -> dict[str, Any]:
+async def delete_upload(name: str, thread: CallerThread, context: Context) -> dict[str, Any]:
     try:
         validate_upload_name(name)
         await asyncio.to_thread(_delete_upload, context, thread, name)
@@ -199,9 +197,7 @@ def _headers(name: str, media_type: str, download: bool) -> dict[str, str]:
 
 
 @router.get("/threads/{thread_id}/artifacts/{path:path}")
-async def get_artifact(
-    path: str, thread: CallerThread, context: Context, download: bool = False
-) -> Response:
+async def get_artifact(path: str, thread: CallerThread, context: Context, download: bool = False) -> Response:
     virtual = output_virtual_path(path)
     try:
         data = await asyncio.to_thread(_read_artifact, context, thread, virtual)
@@ -212,4 +208,3 @@ async def get_artifact(
     name = PurePosixPath(virtual).name
     media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
     return Response(data, media_type=media_type, headers=_headers(name, media_type, download))
-

@@ -156,8 +156,9 @@ class Ledger:
     async def _recover(self, thread: ThreadRef, lost: records.RunRecord) -> records.RunRecord:
         """Write down a run whose record the start's memo kept (``records.py``); a failed write is tried again by
         the next read."""
-        _log.warning("run %s of thread %s had no record: written from its workflow's memo", lost.run_id,
-                     thread.thread_id)
+        _log.warning(
+            "run %s of thread %s had no record: written from its workflow's memo", lost.run_id, thread.thread_id
+        )
         with contextlib.suppress(StorageError):
             await self.save_run(thread, lost)
         return lost
@@ -166,6 +167,8 @@ class Ledger:
 def run_status(record: records.RunRecord, current: status.Chain, siblings: list[records.RunRecord]) -> str:
     """The LangGraph status of the run ``record``, given the thread's newest chain and the thread's runs (a
     later run that resumed the same chain means this one ended at a pause)."""
-    followed = any(other.workflow_run_id == record.workflow_run_id and other.start_offset > record.start_offset
-                   for other in siblings)
+    followed = any(
+        other.workflow_run_id == record.workflow_run_id and other.start_offset > record.start_offset
+        for other in siblings
+    )
     return status.run_status(record, current, followed)

@@ -48,9 +48,15 @@ async def _status_of(context: ApiContext, thread: ThreadRef, record: records.Run
 
 def _run_view(record: records.RunRecord, langgraph_status: str) -> dict[str, Any]:
     return {
-        "run_id": record.run_id, "thread_id": record.thread_id, "assistant_id": record.assistant_id,
-        "status": langgraph_status, "created_at": record.created_at, "updated_at": record.created_at,
-        "metadata": record.metadata, "multitask_strategy": record.multitask_strategy, "kwargs": record.kwargs,
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "assistant_id": record.assistant_id,
+        "status": langgraph_status,
+        "created_at": record.created_at,
+        "updated_at": record.created_at,
+        "metadata": record.metadata,
+        "multitask_strategy": record.multitask_strategy,
+        "kwargs": record.kwargs,
     }
 
 
@@ -60,12 +66,19 @@ def _sse(frames: AsyncIterator[Frame], headers: dict[str, str]) -> EventSourceRe
             event = {"event": frame.event, "data": json.dumps(frame.data, ensure_ascii=False, separators=(",", ":"))}
             yield event if frame.id is None else {**event, "id": frame.id}
 
-    return EventSourceResponse(events(), ping=HEARTBEAT_SECONDS, headers={**headers, "Cache-Control": "no-cache",
-                                                                          "X-Accel-Buffering": "no"})
+    return EventSourceResponse(
+        events(), ping=HEARTBEAT_SECONDS, headers={**headers, "Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )
 
 
-async def _framed(context: ApiContext, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
-                  *, cancel_on_disconnect: bool) -> AsyncIterator[Frame]:
+async def _framed(
+    context: ApiContext,
+    thread: ThreadRef,
+    frames: RunFrames,
+    after: tuple[int, int] | None,
+    *,
+    cancel_on_disconnect: bool,
+) -> AsyncIterator[Frame]:
     """metadata (unless resuming after an event), the run's frames, then ``end``; a consumer that goes away
     with ``cancel_on_disconnect`` cancels the run (its after_agent hooks still run: they are the compensation)."""
     live = True
@@ -98,8 +111,7 @@ def _run_handle(context: ApiContext, record: records.RunRecord) -> WorkflowHandl
     """The run's own workflow chain: the workflow id names the thread, and a newer run of the thread is a new
     chain under the same id, so a cancel (or a wait) aimed at the id alone could reach a run it was not meant
     for. ``first_execution_run_id`` pins the chain: Temporal refuses the call once that chain is closed."""
-    return context.client.get_workflow_handle(record.workflow_id,
-                                              first_execution_run_id=record.workflow_run_id or None)
+    return context.client.get_workflow_handle(record.workflow_id, first_execution_run_id=record.workflow_run_id or None)
 
 
 async def _cancel(context: ApiContext, record: records.RunRecord) -> bool:
@@ -132,16 +144,14 @@ async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRec
 
 
 @router.post("/threads/{thread_id}/runs")
-async def create_run(body: RunCreate, thread: Thread,
-                     context: Context) -> JSONResponse:
+async def create_run(body: RunCreate, thread: Thread, context: Context) -> JSONResponse:
     record = await begin(context, thread, body)
     # Started or resumed by this request: running as the answer leaves (GET reads it again).
     return JSONResponse(_run_view(record, "running"), headers=_locations(record, "stream"))
 
 
 @router.post("/threads/{thread_id}/runs/stream")
-async def stream_run(body: RunCreate, thread: Thread,
-                     context: Context) -> EventSourceResponse:
+async def stream_run(body: RunCreate, thread: Thread, context: Context) -> EventSourceResponse:
     record = await begin(context, thread, body)
     frames = RunFrames(record, body.modes())
     framed = _framed(context, thread, frames, None, cancel_on_disconnect=body.on_disconnect == "cancel")
@@ -149,16 +159,19 @@ async def stream_run(body: RunCreate, thread: Thread,
 
 
 @router.post("/threads/{thread_id}/runs/wait")
-async def wait_run(body: RunCreate, thread: Thread,
-                   context: Context) -> StreamingResponse:
+async def wait_run(body: RunCreate, thread: Thread, context: Context) -> StreamingResponse:
     record = await begin(context, thread, body)
     return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
 @router.get("/threads/{thread_id}/runs")
-async def list_runs(thread: Thread, context: Context,
-                    limit: Annotated[int, Query(ge=1, le=1000)] = 10, offset: Annotated[int, Query(ge=0)] = 0,
-                    status_filter: Annotated[str | None, Query(alias="status")] = None) -> list[dict[str, Any]]:
+async def list_runs(
+    thread: Thread,
+    context: Context,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 10,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    status_filter: Annotated[str | None, Query(alias="status")] = None,
+) -> list[dict[str, Any]]:
     await context.ledger.require_thread(thread)  # an unknown thread is 404, whoever else has one
     current = await context.ledger.chain(thread)
     found = await context.ledger.runs(thread, current)
@@ -171,23 +184,26 @@ async def list_runs(thread: Thread, context: Context,
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}")
-async def get_run(run_id: str, thread: Thread,
-                  context: Context) -> dict[str, Any]:
+async def get_run(run_id: str, thread: Thread, context: Context) -> dict[str, Any]:
     record = await context.ledger.run(thread, run_id)
     return _run_view(record, await _status_of(context, thread, record))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/join")
-async def join_run(run_id: str, thread: Thread,
-                   context: Context) -> StreamingResponse:
+async def join_run(run_id: str, thread: Thread, context: Context) -> StreamingResponse:
     record = await context.ledger.run(thread, run_id)
     return _result_response(_settle(context, thread, record), _locations(record, "join"))
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
-async def join_stream(run_id: str, thread: Thread, context: Context,
-                      stream_mode: Annotated[list[str] | None, Query()] = None, cancel_on_disconnect: bool = False,
-                      last_event_id: Annotated[str | None, Header()] = None) -> EventSourceResponse:
+async def join_stream(
+    run_id: str,
+    thread: Thread,
+    context: Context,
+    stream_mode: Annotated[list[str] | None, Query()] = None,
+    cancel_on_disconnect: bool = False,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> EventSourceResponse:
     record = await context.ledger.run(thread, run_id)
     after = resume_point(last_event_id)
     modes = stream_modes(stream_mode or record.kwargs.get("stream_mode") or ["values"])
@@ -196,8 +212,13 @@ async def join_stream(run_id: str, thread: Thread, context: Context,
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")
-async def cancel_run(run_id: str, thread: Thread, context: Context,
-                     wait: bool = False, action: Literal["interrupt", "rollback"] = "interrupt") -> Response:
+async def cancel_run(
+    run_id: str,
+    thread: Thread,
+    context: Context,
+    wait: bool = False,
+    action: Literal["interrupt", "rollback"] = "interrupt",
+) -> Response:
     if action == "rollback":
         raise HTTPException(422, "action 'rollback' is not served: a durable run keeps what it committed")
     record = await context.ledger.run(thread, run_id)

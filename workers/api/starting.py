@@ -75,8 +75,9 @@ class RunCreate(ApiBody):
             if not isinstance(message, dict):
                 continue  # not a message hartflow reads (as before: only the last human message is)
             kwargs = _object_or_null(message.get("additional_kwargs"), f"messages[{index}].additional_kwargs")
-            _object_or_null((kwargs or {}).get("human_input_response"),
-                            f"messages[{index}].additional_kwargs.human_input_response")
+            _object_or_null(
+                (kwargs or {}).get("human_input_response"), f"messages[{index}].additional_kwargs.human_input_response"
+            )
         return value
 
     @field_validator("command")
@@ -156,8 +157,11 @@ def _script_in_folder(folder: Path | None, spec: str) -> str:
     prefix, _, path = spec.partition(":")
     if prefix != "scripted":
         return spec
-    refusal = HTTPException(422, "model_name: a scripted model must name a file under api.model_scripts_dir "
-                                 f"({'not set on this server' if folder is None else 'a folder of the server'})")
+    refusal = HTTPException(
+        422,
+        "model_name: a scripted model must name a file under api.model_scripts_dir "
+        f"({'not set on this server' if folder is None else 'a folder of the server'})",
+    )
     if folder is None or not path or "\0" in path:
         raise refusal
     base = folder.expanduser().resolve()
@@ -189,16 +193,18 @@ def message_content(message: dict[str, Any]) -> str:
     return content.strip()
 
 
-def reply_for(body: RunCreate, pending: dict[str, Any] | None, current: status.Chain,
-              max_chars: int) -> ReplyInput | None:
+def reply_for(
+    body: RunCreate, pending: dict[str, Any] | None, current: status.Chain, max_chars: int
+) -> ReplyInput | None:
     """The answer this request gives the pending clarification, or ``None`` when it gives none. A reply is
     bounded like a message (``run.max_message_chars``); a resume while another run holds the thread is 409."""
     reply = _reply(body, pending, current)
     if reply is not None:
         size = len(reply.answer or "") + len(reply.option_id or "") + len(json.dumps(reply.fields, default=str))
         if size > max_chars + 2:  # "{}": no fields
-            raise HTTPException(422, f"the reply is about {size} characters; the limit is {max_chars} "
-                                     "(run.max_message_chars)")
+            raise HTTPException(
+                422, f"the reply is about {size} characters; the limit is {max_chars} (run.max_message_chars)"
+            )
     return reply
 
 
@@ -212,18 +218,20 @@ def _reply(body: RunCreate, pending: dict[str, Any] | None, current: status.Chai
         resume = body.command["resume"]
         if isinstance(resume, str):
             return ReplyInput(answer=resume, request_id=request_id)
-        return ReplyInput(resume.get("answer"), resume.get("option_id"), dict(resume.get("fields") or {}),
-                          request_id)
+        return ReplyInput(resume.get("answer"), resume.get("option_id"), dict(resume.get("fields") or {}), request_id)
     message = _last_human(body)
     if pending is None or message is None:
         return None
     response = (message.get("additional_kwargs") or {}).get("human_input_response")
     if isinstance(response, dict):
         if response.get("response_kind") == "option":
-            return ReplyInput(option_id=str(response.get("option_id") or response.get("value")),
-                              request_id=_text_or_none(response.get("request_id")) or request_id)
-        return ReplyInput(answer=str(response.get("value") or ""),
-                          request_id=_text_or_none(response.get("request_id")) or request_id)
+            return ReplyInput(
+                option_id=str(response.get("option_id") or response.get("value")),
+                request_id=_text_or_none(response.get("request_id")) or request_id,
+            )
+        return ReplyInput(
+            answer=str(response.get("value") or ""), request_id=_text_or_none(response.get("request_id")) or request_id
+        )
     return ReplyInput(answer=message_content(message), request_id=request_id)
 
 
@@ -231,8 +239,9 @@ def _text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-_ANSWERED = ("the pause was answered already (by another request): the thread is no longer interrupted; "
-             "read its state and runs")
+_ANSWERED = (
+    "the pause was answered already (by another request): the thread is no longer interrupted; read its state and runs"
+)
 
 
 async def _stream_offset(context: ApiContext, workflow_id: str) -> int:
@@ -256,8 +265,9 @@ async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> N
         if exc.answered_already:
             raise HTTPException(409, f"{_ANSWERED}: {exc}") from None
         if exc.not_delivered:
-            raise HTTPException(503, f"the run could not take the reply now, send it again: {exc}",
-                                headers={"Retry-After": "1"}) from None
+            raise HTTPException(
+                503, f"the run could not take the reply now, send it again: {exc}", headers={"Retry-After": "1"}
+            ) from None
         raise HTTPException(422, f"reply refused: {exc}") from None
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
@@ -294,8 +304,11 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
         )
         return record
     if current.active:
-        raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; "
-                                 "wait for it to finish or cancel it (multitask_strategy 'reject')")
+        raise HTTPException(
+            409,
+            f"thread {thread.thread_id} is busy: a run is {current.status}; "
+            "wait for it to finish or cancel it (multitask_strategy 'reject')",
+        )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
     record.workflow_run_id = await _start(context, thread, body, record)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
@@ -311,12 +324,11 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, body.option("model_name"))
-    settings = run_settings(context, body).model_copy(
-        update={"model_capabilities": chosen.settings.model_capabilities}
-    )
+    settings = run_settings(context, body).model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
-    run = RunStart(thread, text, chosen.spec, settings, message_id=message_id,
-                   memo={records.RUN_MEMO: records.memo_of(record)})
+    run = RunStart(
+        thread, text, chosen.spec, settings, message_id=message_id, memo={records.RUN_MEMO: records.memo_of(record)}
+    )
     try:
         handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
     except WorkflowAlreadyStartedError:
@@ -324,12 +336,22 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
     return handle.first_execution_run_id or handle.result_run_id or ""
 
 
-def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: str,
-            offset: int) -> records.RunRecord:
+def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: str, offset: int) -> records.RunRecord:
     return records.RunRecord(
-        run_id=str(uuid.uuid4()), thread_id=thread.thread_id, assistant_id=body.assistant_id,
-        workflow_id=workflow_id, workflow_run_id=first_run_id, start_offset=offset,
-        created_at=records.now(), metadata=dict(body.metadata),
-        kwargs={"input": body.input, "command": body.command, "config": body.config, "context": body.context,
-                "stream_mode": body.modes(), "on_disconnect": body.on_disconnect},
+        run_id=str(uuid.uuid4()),
+        thread_id=thread.thread_id,
+        assistant_id=body.assistant_id,
+        workflow_id=workflow_id,
+        workflow_run_id=first_run_id,
+        start_offset=offset,
+        created_at=records.now(),
+        metadata=dict(body.metadata),
+        kwargs={
+            "input": body.input,
+            "command": body.command,
+            "config": body.config,
+            "context": body.context,
+            "stream_mode": body.modes(),
+            "on_disconnect": body.on_disconnect,
+        },
     )

@@ -32,10 +32,23 @@ _CLOSED = {
     WorkflowExecutionStatus.TERMINATED: "error",
     WorkflowExecutionStatus.TIMED_OUT: "timeout",
 }
-RUN_STATUS = {"running": "running", "awaiting_input": "success", "completed": "success", "error": "error",
-              "cancelled": "interrupted", "timeout": "timeout"}
-THREAD_STATUS = {"none": "idle", "running": "busy", "awaiting_input": "interrupted", "completed": "idle",
-                 "error": "error", "cancelled": "idle", "timeout": "error"}
+RUN_STATUS = {
+    "running": "running",
+    "awaiting_input": "success",
+    "completed": "success",
+    "error": "error",
+    "cancelled": "interrupted",
+    "timeout": "timeout",
+}
+THREAD_STATUS = {
+    "none": "idle",
+    "running": "busy",
+    "awaiting_input": "interrupted",
+    "completed": "idle",
+    "error": "error",
+    "cancelled": "idle",
+    "timeout": "error",
+}
 
 
 @dataclass

@@ -152,7 +152,9 @@ async def _items(
         current = await riding_out(lambda: status.chain(client, thread), f"streaming {record.workflow_id}")
     archive = await riding_out(
         lambda: load_run_archive(objects, thread.user_id, thread.thread_id, record.workflow_run_id),
-        f"reading the archive of {record.workflow_id}", outage=storage_down, service="storage",
+        f"reading the archive of {record.workflow_id}",
+        outage=storage_down,
+        service="storage",
     )
     for event in archive.events if archive is not None else []:
         if event.offset >= next_offset:
@@ -161,7 +163,11 @@ async def _items(
 
 
 async def run_frames(
-    client: Client, objects: ObjectStore, thread: ThreadRef, frames: RunFrames, after: tuple[int, int] | None,
+    client: Client,
+    objects: ObjectStore,
+    thread: ThreadRef,
+    frames: RunFrames,
+    after: tuple[int, int] | None,
     current: Chain,
 ) -> AsyncIterator[Frame]:
     """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends. A segment that

@@ -59,12 +59,28 @@ async def thread_view(context: ApiContext, thread: ThreadRef, record: dict[str, 
     }
 
 
-def state_view(thread: ThreadRef, values: dict[str, Any], version: int, created_at: str | None,
-               pending: list[dict[str, Any]]) -> dict[str, Any]:
-    tasks = [{"id": item["id"], "name": "ask_clarification", "path": [], "error": None, "interrupts": [item],
-              "checkpoint": None, "state": None, "result": None} for item in pending]
-    checkpoint = {"thread_id": thread.thread_id, "checkpoint_ns": "", "checkpoint_id": f"v{version}",
-                  "checkpoint_map": None}
+def state_view(
+    thread: ThreadRef, values: dict[str, Any], version: int, created_at: str | None, pending: list[dict[str, Any]]
+) -> dict[str, Any]:
+    tasks = [
+        {
+            "id": item["id"],
+            "name": "ask_clarification",
+            "path": [],
+            "error": None,
+            "interrupts": [item],
+            "checkpoint": None,
+            "state": None,
+            "result": None,
+        }
+        for item in pending
+    ]
+    checkpoint = {
+        "thread_id": thread.thread_id,
+        "checkpoint_ns": "",
+        "checkpoint_id": f"v{version}",
+        "checkpoint_map": None,
+    }
     parent = None if version <= 1 else {**checkpoint, "checkpoint_id": f"v{version - 1}"}
     return {
         "values": values,
@@ -79,8 +95,7 @@ def state_view(thread: ThreadRef, values: dict[str, Any], version: int, created_
 
 
 @router.post("/threads")
-async def create_thread(body: ThreadCreate, user: User,
-                        context: Context) -> dict[str, Any]:
+async def create_thread(body: ThreadCreate, user: User, context: Context) -> dict[str, Any]:
     thread = thread_ref(user, body.thread_id or str(uuid.uuid4()))
     existing = await context.ledger.thread(thread)
     if existing is not None:
@@ -98,8 +113,7 @@ async def get_thread(thread: Thread, context: Context) -> dict[str, Any]:
 
 
 @router.patch("/threads/{thread_id}")
-async def patch_thread(body: ThreadPatch, thread: Thread,
-                       context: Context) -> dict[str, Any]:
+async def patch_thread(body: ThreadPatch, thread: Thread, context: Context) -> dict[str, Any]:
     record = await context.ledger.require_thread(thread)
     record = {**record, "metadata": {**record["metadata"], **body.metadata}, "updated_at": records.now()}
     await context.ledger.save_thread(thread, record)
@@ -119,8 +133,7 @@ async def remove_thread(thread: Thread, context: Context) -> Response:
 
 
 @router.post("/threads/search")
-async def search_threads(body: ThreadSearch, user: User,
-                         context: Context) -> list[dict[str, Any]]:
+async def search_threads(body: ThreadSearch, user: User, context: Context) -> list[dict[str, Any]]:
     """Filtered and paged on what storage lists cheaply (names, API records, when state was last committed);
     a thread's view (its state, its workflow's status) is built only for the page, and with a ``status``
     filter only until the page is full: the cost follows ``offset + limit``, not the number of threads."""
@@ -175,8 +188,7 @@ async def get_state(thread: Thread, context: Context) -> dict[str, Any]:
 
 
 @router.post("/threads/{thread_id}/history")
-async def get_history(body: HistoryRequest, thread: Thread,
-                      context: Context) -> list[dict[str, Any]]:
+async def get_history(body: HistoryRequest, thread: Thread, context: Context) -> list[dict[str, Any]]:
     await context.ledger.require_thread(thread)
     current = await context.ledger.chain(thread)
     versions = await context.ledger.versions(thread)

@@ -144,8 +144,11 @@ def _runs_query(config: HartflowConfig, status: str | None, thread: str | None) 
         user_id = validate_user_id(config.user_id)
     except InvalidIdError as exc:
         raise BadInput(str(exc)) from None
-    clauses = [f'WorkflowType = "{WORKFLOW_NAME}"', 'ExecutionStatus != "ContinuedAsNew"',
-               f'{sa.USER_ID.name} = "{user_id}"']
+    clauses = [
+        f'WorkflowType = "{WORKFLOW_NAME}"',
+        'ExecutionStatus != "ContinuedAsNew"',
+        f'{sa.USER_ID.name} = "{user_id}"',
+    ]
     if status:
         clauses.append(f'{sa.STATUS.name} = "{status}"')
     if thread:

@@ -113,7 +113,8 @@ class CuttingProxy:
         upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         self._open.update({client_writer, upstream_writer})
         await asyncio.gather(
-            self._pipe(client_reader, upstream_writer), self._pipe(upstream_reader, client_writer),
+            self._pipe(client_reader, upstream_writer),
+            self._pipe(upstream_reader, client_writer),
             return_exceptions=True,
         )
         for writer in (client_writer, upstream_writer):
