@@ -25,6 +25,10 @@ Hook
 
 Writes: the request overlay only. The algorithm is pure and lives beside it: ``middlewares/_tool_call_ids.py`` (step 1)
 and ``middlewares/_transcript_repair.py`` (steps 2-4).
+
+Parts: the repair ``middlewares/_transcript_repair.py`` and ``middlewares/_tool_call_ids.py``; the tool turn answers
+invalid calls with its ``invalid_call_result`` (``workflows/run/tools.py``). Tests:
+``tests/test_dangling_tool_call.py``, ``tests/test_tool_call_ids.py``.
 """
 
 from __future__ import annotations

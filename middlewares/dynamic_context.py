@@ -18,6 +18,11 @@ Hook
   (DeerFlow's 5 s); when it times out or fails nothing is injected this run, and the next run tries again.
 
 Writes: thread state (the swapped messages); reads the memory store through an activity.
+
+Parts: the contract ``vocabulary/contracts/memory.py`` (``MEMORY_LOAD``) and its activity
+``activities/memory_store.py``, whose memory the memory workflow (``workflows/memory.py``) writes; the static system
+prompt this keeps byte-identical, ``workflows/run/prompt.py``. Helpers: ``middlewares/_messages.py``. Tests:
+``tests/test_dynamic_context.py``, ``tests/test_best_effort.py``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,10 @@ Hook
 Writes: the denial ToolMessage (thread state, through the run) and, for each denial or provider error, an
 audit record: a warning on the worker log (logger ``middlewares.guardrail``) and a ``guardrail`` progress
 event on the run (the ``events`` query) carrying DeerFlow's journal fields. Allowed calls are not recorded.
+
+Parts: the contract ``vocabulary/contracts/guardrail.py`` (``GUARDRAIL_EVALUATE``) and its activity
+``activities/guardrails.py``; provider names checked by ``vocabulary/class_path.py``. Tests:
+``tests/test_guardrail.py`` (providers in ``tests/support/guardrail_providers.py``).
 """
 
 from __future__ import annotations

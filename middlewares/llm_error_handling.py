@@ -15,8 +15,9 @@ Hook
 Retries do not happen in this hook. DeerFlow loops around the handler; here the model activity is retried by
 Temporal, so every attempt is an activity attempt visible in the Web UI. ``activities/llm_errors.py``
 classifies each failure and enforces the per-reason budget; this module turns the config into the activity's
-retry policy (:func:`model_retry_policy`) and budget (:func:`retry_budget`), which ``_invoke_model`` uses. The
-activity signals the run before each retry and the run records DeerFlow's ``llm_retry`` progress event.
+retry policy (:func:`model_retry_policy`) and budget (:func:`retry_budget`), which the run's model-call policy
+carries (``RunSettings.model_call_policy``) to every model call. The activity signals the run before each retry
+and the run records DeerFlow's ``llm_retry`` progress event (``workflows/run/model_call.py``).
 
 Where the breaker is consulted: in the workflow, before the model activity is scheduled. An open breaker then
 answers without any model activity (as in DeerFlow, the handler is not called), ``on_open: wait`` is a durable
@@ -30,6 +31,13 @@ on a timer, and would leave a probe stranded when its worker dies mid-call.
 Per-run memory: none. Settings: :class:`LLMErrorHandlingConfig` (DeerFlow's ``llm_call`` and
 ``circuit_breaker`` sections). DeerFlow's process-wide ``max_concurrent_calls`` limiter is not reproduced: a
 worker's ``max_concurrent_activities`` or a task-queue rate limit bounds in-flight model calls here.
+
+Parts: the contract ``vocabulary/contracts/llm_breaker.py`` (``LLM_BREAKER_CHECK``, ``LLM_BREAKER_REPORT``) and its
+activities ``activities/llm_breaker.py``; the breaker workflow ``workflows/circuit_breaker.py`` and its vocabulary
+``vocabulary/breaker.py``; the classifier and retry budget in ``activities/llm_errors.py``, applied by the model
+activity ``activities/model.py``; the retry policy wired by ``middlewares/run_settings.py`` and used, with the
+``llm_retry`` signal, by ``workflows/run/model_call.py``. Tests: ``tests/test_llm_error_handling.py``,
+``tests/test_llm_errors.py``, ``tests/test_faults.py``.
 """
 
 from __future__ import annotations

@@ -29,6 +29,9 @@ Progress events: ``loop_warning`` and ``loop_forced_stop``.
 Per-run memory: the windows, warned sets and pending warnings. The instance lives for one run, so DeerFlow's
 per-thread keying, LRU and before/after_agent cleanup have nothing to do here; the memory travels across
 continue-as-new through :meth:`export_memory`.
+
+Parts: none outside this module (helpers: ``middlewares/_tool_calls.py``; its memory rides
+``workflows/run/carry.py``); tests: ``tests/test_loop_detection.py``.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ Hook
   .auto_promote_top_k`` (default 3, clamped to 1-5). Writes **thread state**: ``promoted = {catalog_hash,
   names}`` under DeferredToolFilter's catalog hash (the reducer unions names under one hash); nothing when no
   tool matches or all matches are promoted already.
+
+Parts: the matcher ``middlewares/_mcp_routing.py`` and ``middlewares/_messages.py``; the MCP tools it routes over,
+discovered once per run by ``workflows/run/mcp_tools.py`` (``vocabulary/contracts/mcp.py`` ``MCP_LIST_TOOLS``,
+``activities/mcp/activities.py``); the ``promoted`` reducer in ``vocabulary/state.py``. Tests:
+``tests/test_mcp_units.py``, ``tests/test_mcp_tools.py``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,12 @@ Hook
 
 Why an activity and not a signal from the run: a signal needs the memory workflow to be running already, and a
 workflow cannot signal-with-start; the activity can, and Temporal guarantees one memory workflow per user.
+
+Parts: the contract ``vocabulary/contracts/memory.py`` (``MEMORY_ENQUEUE``) and its activity
+``activities/memory_queue.py``; the per-user memory workflow ``workflows/memory.py`` (its pure updater:
+``workflows/memory_update.py``), which reads and saves the memory through ``activities/memory_store.py``
+(``MEMORY_READ``, ``MEMORY_SAVE``) where DynamicContext loads it. Helpers: ``middlewares/_messages.py``. Tests:
+``tests/test_memory.py``.
 """
 
 from __future__ import annotations

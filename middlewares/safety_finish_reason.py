@@ -21,6 +21,9 @@ as no match. The middleware sits after LoopDetection in the chain: ``after_model
 the raw response first and LoopDetection counts the cleaned message.
 
 Per-run memory: none.
+
+Parts: none outside this module (configured detectors load through ``vocabulary/class_path.py``; helpers:
+``middlewares/_tool_calls.py``); tests: ``tests/test_safety_finish_reason.py``.
 """
 
 from __future__ import annotations

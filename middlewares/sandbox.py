@@ -18,6 +18,14 @@ Hooks
   names the thread's sandbox). Releasing is idempotent at both ends: the provider ignores unknown or released
   ids, and this instance releases at most once per run. A subagent's instance (``release=False``) never
   releases: the subagent shares the lead run's sandbox.
+
+Parts: the lease ``middlewares/sandbox_lease.py``; the contract ``vocabulary/contracts/sandbox.py``
+(``SANDBOX_ACQUIRE``, ``SANDBOX_RELEASE``) and its activities in ``activities/tools.py`` over the providers in
+``activities/sandbox/base.py`` (``local.py``, ``kubernetes.py``, ``remote.py`` beside it); the run's use of the
+lease in ``workflows/run/tools.py``, ``workflows/run/delegate.py`` and ``workflows/run/carry.py``; what escapes the
+release is swept by ``workflows/sandbox_sweeper.py`` (``activities/sandbox_sweeper.py``); the pod's server
+``workers/sandbox_server.py``. Tests: ``tests/test_sandbox_middleware.py``, ``tests/test_local_sandbox.py``,
+``tests/test_kubernetes_sandbox.py``.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ Hook
 Writes: the tool result (thread state, through the run) and, for every bash call, an audit record — a
 ``[SandboxAudit] {json}`` log line on the worker (logger ``middlewares.sandbox_audit``) and a
 ``sandbox_audit`` progress event on the run (the ``events`` query) — both side effects of the workflow itself.
+
+Parts: none outside this module (helpers: ``middlewares/_shell_split.py``); tests: ``tests/test_sandbox_audit.py``,
+``tests/test_shell_split.py``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ remembered for the run (DeerFlow's run-context key) and later calls skip it once
 answered; a call before that (a retry of the activation call) gets the remembered envelope again.
 
 Writes: request overlay; per-run memory (the activation); reads the skills directory through an activity.
+
+Parts: the contract ``vocabulary/contracts/skills.py`` (``SKILL_LOAD``) and its activity ``activities/skills.py``;
+``hartflow skills`` (``workers/cli/threads.py``). Helpers: ``middlewares/_messages.py``. Tests:
+``tests/test_skill_activation.py``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ Present in the lead chain exactly when ``run.subagent_enabled`` is on (DeerFlow'
 option), right before LoopDetection; subagents never have it, so they can neither see nor call ``task``.
 
 Hooks
-* ``tools`` — contributes the ``task`` tool (``workflows/run/delegation.py``): the limit and the tool come and go
-  together, as in DeerFlow. The run executes ``task`` as a child workflow (``RunWorkflow._delegate``).
+* ``tools`` — contributes the ``task`` tool (``vocabulary/delegation.py``): the limit and the tool come and go
+  together, as in DeerFlow. The run executes ``task`` as a child workflow (``Delegation`` in
+  ``workflows/run/delegate.py``).
 * ``after_model`` — counts this run's prior delegations (distinct ledger ids whose ``run_id`` is this run's) and
   allows ``min(max_concurrent, max(0, max_total - prior))`` task calls in the new AIMessage; excess **task**
   calls are dropped (other tool calls kept, the provider's raw copy synced, ``finish_reason`` ``tool_calls`` →
@@ -19,6 +20,12 @@ Hooks
 
 Writes: thread state (the replaced AIMessage, same id; ``delegations``), the run's stop reason and a
 ``subagent_limit`` progress event (the dropped call ids).
+
+Parts: the ``task`` tool, the ledger capture and the subagent status contract in ``vocabulary/delegation.py``; the
+child workflow that runs a ``task`` call in ``workflows/run/delegate.py`` (``Delegation``) and
+``workflows/run/delegation.py``, the subagent run itself in ``workflows/run/subagent.py`` and
+``workflows/run/profile.py``. Helpers: ``middlewares/_tool_calls.py``. Tests: ``tests/test_subagent_limit.py``,
+``tests/test_subagents.py``.
 """
 
 from __future__ import annotations

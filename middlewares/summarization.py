@@ -18,6 +18,10 @@ Hooks
 
 Everything but the summary call is pure and deterministic, so it runs in the workflow: the compaction plan is in
 ``middlewares/_compaction.py``, the summary prompt in ``middlewares/_summary_prompt.py``.
+
+Parts: the plan ``middlewares/_compaction.py``, the prompt ``middlewares/_summary_prompt.py`` and the call
+``middlewares/_model_call.py`` (``vocabulary/contracts/model.py`` ``MODEL_INVOKE``, ``activities/model.py``). Tests:
+``tests/test_summarization.py``, ``tests/test_compaction.py``, ``tests/test_summary_prompt.py``.
 """
 
 from __future__ import annotations

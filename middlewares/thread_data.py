@@ -11,6 +11,10 @@ Hook
   UTC): DeerFlow finds run boundaries by these markers.
 
 Writes: thread state (``thread_data``, the stamped message) and, when eager, the folders (side effect).
+
+Parts: the contract ``vocabulary/contracts/thread.py`` (``THREAD_ENSURE_DIRS``) and its activity
+``activities/thread_data.py``; the folder layout ``vocabulary/paths.py`` (``user_data_dirs``). Tests:
+``tests/test_thread_data.py``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ Hooks
   or ``New Conversation``. Result in **thread state** (``title``); an existing title is never replaced.
 * ``after_agent`` — a first-turn run that ended before any answer (failed, cancelled) still gets the local
   fallback title, as DeerFlow's worker does for interrupted runs. **Thread state**.
+
+Parts: the model call through ``middlewares/_model_call.py`` (``vocabulary/contracts/model.py`` ``MODEL_INVOKE``,
+``activities/model.py``); the title as thread listings show it, ``activities/thread_lifecycle.py`` and ``hartflow
+threads`` (``workers/cli/threads.py``). Tests: ``tests/test_title.py``.
 """
 
 from __future__ import annotations

@@ -13,6 +13,11 @@ Hook
 
 Writes: thread state (the stamped messages); per-run memory: the run's token totals, which the run's status
 shows (``RunView.usage``) and which travel across continue-as-new.
+
+Parts: the run's totals read by ``workflows/run/profile.py`` into ``RunView.usage`` (``workflows/run/view.py``); a
+subagent's usage reported on its task ToolMessage by ``workflows/run/delegate.py`` (keys in
+``vocabulary/delegation.py``); ``token_usage.enabled`` in the API's model list (``workers/models.py``). Tests:
+``tests/test_token_usage.py``.
 """
 
 from __future__ import annotations

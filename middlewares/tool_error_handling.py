@@ -16,6 +16,10 @@ Hook
     answering this call is stamped and the interrupt passes through untouched.
 
 Writes: the tool result (thread state, through the run); a log line per failure.
+
+Parts: the subagent status contract in ``vocabulary/delegation.py`` (a failed ``task``, whose child
+``workflows/run/delegate.py`` starts); the stamps ``middlewares/_tool_meta.py``. Tests:
+``tests/test_tool_error_handling.py``.
 """
 
 from __future__ import annotations

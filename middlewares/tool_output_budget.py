@@ -13,6 +13,11 @@ Hooks
   exempt path) are cut with the fallback truncation in the model request only.
 
 Writes: the ToolMessage of the result (thread state), the request overlay, and the saved file (side effect).
+
+Parts: the contract ``vocabulary/contracts/tools.py`` (``TOOL_OUTPUT_EXTERNALIZE``) and its activity
+``activities/tool_output.py``; ``VIRTUAL_OUTPUTS_DIR`` in ``vocabulary/paths.py``; the preview
+``middlewares/_tool_output_synopsis.py`` over ``middlewares/_data_synopsis.py``. Tests:
+``tests/test_tool_output_budget.py``, ``tests/test_data_synopsis.py``, ``tests/test_thread_files.py``.
 """
 
 from __future__ import annotations

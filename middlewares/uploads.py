@@ -12,6 +12,11 @@ Hook
   uploads are not listed (DeerFlow's agent lists them with a tool when it needs them).
 
 Writes: thread state (``uploaded_files``, the enriched message); reads the uploads folder through an activity.
+
+Parts: the contract ``vocabulary/contracts/uploads.py`` (``UPLOADS_LIST``) and its activity
+``activities/uploads.py``; the virtual paths ``vocabulary/paths.py``; the clients that store uploads and name them
+on the run: ``workers/api/files.py``, ``hartflow run --file`` (``workers/cli/runs.py``), ``workers/client/runs.py``
+(``files``). Helpers: ``middlewares/_untrusted.py``. Tests: ``tests/test_uploads.py``.
 """
 
 from __future__ import annotations

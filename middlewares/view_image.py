@@ -12,6 +12,10 @@ Hooks
   vanished or changed since it was viewed is named instead of shown. **Thread state**, transient:
 * ``after_model`` / ``after_agent`` — remove that message again (``RemoveMessage``), so the committed state
   never holds base64. after_agent covers a run that failed or was cancelled during the model call.
+
+Parts: the contract ``vocabulary/contracts/images.py`` (``IMAGE_INSPECT``, ``IMAGE_LOAD``) and its activities
+``activities/images.py``; ``viewed_images`` and its reducer in ``vocabulary/state.py``; MCP images
+(``MCP_IMAGES_KEY``) in ``vocabulary/tools.py``. Tests: ``tests/test_view_image.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Temporal hands a client the failure wrapped in whatever carried it (``WorkflowUpdateFailedError`` → the
 ``ApplicationError`` the workflow raised → the activity's error ...); the reason a person should read, and the
 error type a client tells apart, are at the end of that chain. (The run workflow reads its own failures with
-``workflows/_view.py``: workflow code imports nothing from ``workers/``.)
+``workflows/run/view.py``: workflow code imports nothing from ``workers/``.)
 """
 
 from __future__ import annotations
