@@ -189,10 +189,21 @@ class StallingS3Proxy:
 
     def __exit__(self, *_: object) -> None:
         self.release()
-        assert self._server is not None
-        self._loop.call_soon_threadsafe(self._server.close)
+        asyncio.run_coroutine_threadsafe(self._shut_down(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
+        self._loop.close()
+
+    async def _shut_down(self) -> None:
+        """Every connection's pipes end on this loop before it stops: a task left pending would be destroyed by
+        the garbage collector later, inside whatever test runs then ("Event loop is closed")."""
+        assert self._server is not None
+        self._server.close()
+        pipes = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in pipes:
+            task.cancel()
+        await asyncio.gather(*pipes, return_exceptions=True)
+        await self._server.wait_closed()
 
     def release(self) -> None:
         self._loop.call_soon_threadsafe(self._released.set)
