@@ -24,6 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from bench.soak.deployment import Deployment, clean_env
 from vocabulary.contracts import TOOL_EXECUTE
 from vocabulary.workflow_ids import run_workflow_id
+from workers.cli._common import EXIT_BAD_INPUT, EXIT_OK
 from workers.client.reader import RunReader
 from workers.config import open_object_store
 from workflows.run import RunView
@@ -122,8 +123,15 @@ class Clients:
                 pass
             await asyncio.sleep(POLL_SECONDS)
         while (await self.view(thread_id)).status not in ("cancelled", "completed", "error"):
-            await self.cli("cancel", thread_id)
-            await self.settled(thread_id, not_status="awaiting_input")
+            code = await self.cli("cancel", thread_id)
+            if code == EXIT_BAD_INPUT:
+                self.problems.append(f"{thread_id}: hartflow cancel refused the running run (exit 2)")
+                return
+            if code == EXIT_OK:
+                await self.settled(thread_id, not_status="awaiting_input")
+            # Exit 1: Temporal or storage was away (one line, the command did nothing), or the run ended in
+            # another way meanwhile: look again and, as a user would, cancel again. Waiting for the run to settle
+            # after a cancel that never reached it let a hanging tool decide how the run ended.
 
     async def sdk_stream(self, thread_id: str, **run: Any) -> dict[str, Any]:
         """A run streamed through ``langgraph-sdk`` from a random API server; when the stream breaks, joined again
