@@ -24,7 +24,7 @@ from temporalio.common import QueryRejectCondition
 
 from activities.run_archive import RunArchive, load_run_archive
 from activities.storage import ObjectStore
-from workers.client.causes import root_cause
+from vocabulary.causes import root_cause
 from workflows import search_attributes as sa
 from workflows.run import PROGRESS_TOPIC, RunStatus, RunView
 

@@ -29,11 +29,11 @@ from temporalio.exceptions import ServerError
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
+from vocabulary.causes import root_cause, root_message, root_type
 from vocabulary.contracts import ThreadRef
 from vocabulary.human_input import ReplyConflictError
 from vocabulary.workflow_ids import run_workflow_id
 from workers.client import threads
-from workers.client.causes import root_cause, root_message, root_type
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
 

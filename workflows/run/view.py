@@ -14,6 +14,7 @@ from temporalio.exceptions import is_cancelled_exception
 from middlewares.base import Middleware
 from middlewares.chain import describe
 from middlewares.context import RunContext
+from vocabulary.causes import root_cause
 from vocabulary.messages import last_ai_message, message_text
 from vocabulary.state import ThreadState
 from vocabulary.text import ELLIPSIS, one_line
@@ -57,10 +58,7 @@ def final_view(view: RunView, status: RunStatus, failure: BaseException | None) 
     final["status"] = status
     final["pending_input"] = None  # a closed run waits for nothing (a cancelled pause leaves its request)
     if status == "error" and failure is not None and final["final_message"] is None:
-        cause: BaseException = failure
-        while isinstance(getattr(cause, "cause", None), BaseException):
-            cause = cause.cause  # type: ignore[attr-defined]
-        final["final_message"] = f"run failed: {cause}"
+        final["final_message"] = f"run failed: {root_cause(failure)}"
     return final
 
 

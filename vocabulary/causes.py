@@ -11,7 +11,7 @@ from __future__ import annotations
 
 def root_cause(exc: BaseException) -> BaseException:
     """The last failure of ``exc``'s ``.cause`` chain (``exc`` itself when it has none)."""
-    while (cause := getattr(exc, "cause", None)) is not None:
+    while isinstance(cause := getattr(exc, "cause", None), BaseException):
         exc = cause
     return exc
 
