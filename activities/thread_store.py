@@ -13,8 +13,13 @@ written **create-only** through :meth:`ObjectStore.put` with ``if_absent`` — a
 filesystem, a conditional ``PutObject`` with ``If-None-Match: *`` on S3. Two committers racing from version
 N both try to create ``v{N+1}``; the storage lets exactly one succeed, so there is no lock to hold and no
 window between "check" and "write". Loading lists the prefix and reads the highest version (S3 listings are
-strongly consistent); older versions are pruned after each commit, keeping the last few. A thread committed
-before this layout (``users/{u}/threads/{t}/state.json``) still loads, and its next commit moves it over.
+strongly consistent). A thread committed before this layout (``users/{u}/threads/{t}/state.json``) still loads,
+and its next commit moves it over.
+
+Versions are kept (``storage.kept_versions``; all by default), because each is a checkpoint a client may rerun or
+fork from: a run may load an older version's state (``ThreadLoadInput.base_version``) and commit it on top of the
+newest, and each record names its ``lineage`` (``CommitLineage``: the parent version, the run's human message,
+the fork's origin), so nothing of the older branch is lost and history shows branches.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import logging
 import re
 from abc import ABC, abstractmethod
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,6 +41,7 @@ from activities.storage import ObjectExistsError, ObjectStore, StorageError, act
 from activities.storage.filesystem import FilesystemObjectStore
 from vocabulary.contracts import (
     THREAD_COMMIT,
+    CommitLineage,
     THREAD_LOAD,
     ThreadCommitInput,
     ThreadCommitResult,
@@ -45,9 +52,9 @@ from vocabulary.contracts import (
 from vocabulary.paths import thread_dir
 from vocabulary.state import ThreadState
 
-KEPT_VERSIONS = 3
-"""Versions kept per thread: the newest plus two, so a reader that listed just before a commit still finds its
-object, and an operator can look one commit back."""
+MIN_KEPT_VERSIONS = 3
+"""The fewest versions a thread keeps when pruning is configured: the newest plus two, so a reader that listed
+just before a commit still finds its object."""
 LEGACY_STATE_OBJECT = "state.json"
 _VERSION_OBJECT = re.compile(r"v(\d{10})\.json")
 _LOAD_ATTEMPTS = 5
@@ -58,12 +65,24 @@ class ThreadConflictError(Exception):
     """The stored state is newer than the one the commit was based on."""
 
 
+class VersionMissingError(Exception):
+    """A run asked to start from a version the thread does not keep (pruned, or never committed)."""
+
+
 class ThreadStore(ABC):
     @abstractmethod
-    def load(self, thread: ThreadRef) -> ThreadSnapshot: ...
+    def load(self, thread: ThreadRef, base_version: int | None = None) -> ThreadSnapshot: ...
 
     @abstractmethod
-    def commit(self, thread: ThreadRef, state: ThreadState, *, expected_version: int, run_id: str) -> int:
+    def commit(
+        self,
+        thread: ThreadRef,
+        state: ThreadState,
+        *,
+        expected_version: int,
+        run_id: str,
+        lineage: CommitLineage | None = None,
+    ) -> int:
         """Store ``state`` if the stored version is still ``expected_version``; return the new version."""
 
     @abstractmethod
@@ -73,8 +92,10 @@ class ThreadStore(ABC):
 class ObjectThreadStore(ThreadStore):
     """Thread state over an :class:`ObjectStore`: one implementation for every backend."""
 
-    def __init__(self, objects: ObjectStore):
+    def __init__(self, objects: ObjectStore, kept_versions: int | None = None):
         self.objects = objects
+        self.kept_versions = None if kept_versions is None else max(kept_versions, MIN_KEPT_VERSIONS)
+        """Versions kept per thread (``storage.kept_versions``); ``None``: every version."""
 
     @staticmethod
     def thread_prefix(thread: ThreadRef) -> str:
@@ -116,16 +137,30 @@ class ObjectThreadStore(ThreadStore):
         """The committed record of one retained version (see :meth:`versions`), or ``None`` once pruned."""
         return self._read(self._version_key(thread, version))
 
-    def load(self, thread: ThreadRef) -> ThreadSnapshot:
+    def load(self, thread: ThreadRef, base_version: int | None = None) -> ThreadSnapshot:
+        """The newest state, or ``base_version``'s state with the newest version number (the commit's base)."""
         record = self.record(thread)
+        newest = int(record["version"]) if record is not None else 0
+        if base_version is not None and base_version != newest:
+            record = self.version_record(thread, base_version) if base_version > 0 else {"state": {}}
+            if record is None:
+                raise VersionMissingError(f"thread {thread.thread_id} does not keep version {base_version}")
         if record is None:
             return ThreadSnapshot(ThreadState(), 0)
-        return ThreadSnapshot(ThreadState.model_validate(record["state"]), int(record["version"]))
+        return ThreadSnapshot(ThreadState.model_validate(record["state"]), newest)
 
     def exists(self, thread: ThreadRef) -> bool:
         return bool(self.versions(thread)) or self.objects.exists(self._legacy_key(thread))
 
-    def commit(self, thread: ThreadRef, state: ThreadState, *, expected_version: int, run_id: str) -> int:
+    def commit(
+        self,
+        thread: ThreadRef,
+        state: ThreadState,
+        *,
+        expected_version: int,
+        run_id: str,
+        lineage: CommitLineage | None = None,
+    ) -> int:
         """Store ``state`` as version ``expected_version + 1`` if that version does not exist yet; return it."""
         state_json = state.model_dump(mode="json")
         commit_id = {"run_id": run_id, "from_version": expected_version, "state_digest": _state_digest(state_json)}
@@ -138,6 +173,7 @@ class ObjectThreadStore(ThreadStore):
             "version": new_version,
             "commit": commit_id,
             "committed_at": datetime.now(UTC).isoformat(),
+            "lineage": asdict(lineage or CommitLineage(parent=expected_version)),
             "state": state_json,
         }
         try:
@@ -175,9 +211,12 @@ class ObjectThreadStore(ThreadStore):
 
     def _prune(self, thread: ThreadRef, newest: int, *, migrated: bool) -> None:
         """Best effort: a failed prune leaves an old version behind, never loses the new one."""
+        if self.kept_versions is None and not migrated:
+            return  # every version is kept: nothing to list
+        oldest_kept = 0 if self.kept_versions is None else newest - self.kept_versions + 1
         try:
             for version in self.versions(thread):
-                if version <= newest - KEPT_VERSIONS:
+                if version < oldest_kept:
                     self.objects.delete(self._version_key(thread, version))
             if migrated:
                 self.objects.delete(self._legacy_key(thread))
@@ -225,15 +264,22 @@ class ThreadStoreActivities:
 
     @implements(THREAD_LOAD)
     def load(self, input: ThreadLoadInput) -> ThreadSnapshot:
-        with activity_errors():
-            return self.store.load(input.thread)
+        try:
+            with activity_errors():
+                return self.store.load(input.thread, input.base_version)
+        except VersionMissingError as exc:
+            raise ApplicationError(str(exc), type="VersionMissing", non_retryable=True) from exc
 
     @implements(THREAD_COMMIT)
     def commit(self, input: ThreadCommitInput) -> ThreadCommitResult:
         try:
             with activity_errors():
                 version = self.store.commit(
-                    input.thread, input.state, expected_version=input.expected_version, run_id=input.run_id
+                    input.thread,
+                    input.state,
+                    expected_version=input.expected_version,
+                    run_id=input.run_id,
+                    lineage=input.lineage,
                 )
         except ThreadConflictError as exc:
             raise ApplicationError(str(exc), type="ThreadConflict", non_retryable=True) from exc

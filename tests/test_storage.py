@@ -21,7 +21,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.memory_store import load_memory, save_memory
 from activities.storage import ObjectStore, StorageConfigError
 from activities.storage.payloads import encode_segment
-from activities.thread_store import KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
+from activities.thread_store import MIN_KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
 from tests.support import start_run
 from tests.support.faults import completed_attempts
 from vocabulary.contracts import ThreadCommitInput, ThreadRef
@@ -74,7 +74,7 @@ def _texts(store: ObjectThreadStore, thread: ThreadRef) -> list[str]:
 
 
 def test_commit_is_a_compare_and_swap_and_a_retried_commit_is_idempotent(objects: ObjectStore) -> None:
-    store, thread = ObjectThreadStore(objects), ThreadRef("default", unique("t"))
+    store, thread = ObjectThreadStore(objects, kept_versions=MIN_KEPT_VERSIONS), ThreadRef("default", unique("t"))
     assert (store.load(thread).version, store.exists(thread)) == (0, False)
 
     assert store.commit(thread, _state("one"), expected_version=0, run_id="run-a") == 1
@@ -85,10 +85,10 @@ def test_commit_is_a_compare_and_swap_and_a_retried_commit_is_idempotent(objects
     assert store.commit(thread, _state("two"), expected_version=1, run_id="run-a") == 2
     assert store.exists(thread) and store.load(thread).version == 2 and _texts(store, thread) == ["two"]
 
-    newest = 2 + KEPT_VERSIONS + 2
+    newest = 2 + MIN_KEPT_VERSIONS + 2
     for version in range(2, newest):
         store.commit(thread, _state(f"v{version + 1}"), expected_version=version, run_id="run-a")
-    assert store.versions(thread) == list(range(newest - KEPT_VERSIONS + 1, newest + 1)), "old versions are pruned"
+    assert store.versions(thread) == list(range(newest - MIN_KEPT_VERSIONS + 1, newest + 1)), "old versions pruned"
     assert _texts(store, thread) == [f"v{newest}"]
 
 

@@ -78,6 +78,13 @@ class StorageSettings(_Strict):
         description="Temporal payloads this big or bigger go to the backend under payloads/ (the claim check); "
         "Temporal rejects 2 MiB payloads and 4 MiB workflow-task messages",
     )
+    kept_versions: int | None = Field(
+        None,
+        ge=3,
+        description="committed versions (checkpoints) kept per thread, newest first; unset keeps every version, as "
+        "LangGraph keeps every checkpoint: regenerate, edit and branch may start from any turn, and a pruned one "
+        "answers 404. Each version holds the whole state, so set a number to bound a long thread's storage",
+    )
     sync_exclude: list[str] = Field(
         default_factory=list,
         description="file and directory names kept local to each working copy (a worker's, with s3) and sandbox "

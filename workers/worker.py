@@ -97,7 +97,7 @@ async def connect(config: HartflowConfig, address: str | None = None, *, serve_m
 
 def thread_store(config: HartflowConfig, objects: ObjectStore | None = None) -> ThreadStore:
     """The thread store on the configured backend (or on ``objects``, the worker's one store instance)."""
-    return ObjectThreadStore(objects or open_object_store(config))
+    return ObjectThreadStore(objects or open_object_store(config), config.storage.kept_versions)
 
 
 def sandbox_provider(config: HartflowConfig) -> SandboxProvider:

@@ -28,7 +28,7 @@ class ApiContext:
 
     def __post_init__(self) -> None:
         self.objects = open_object_store(self.config)
-        self.store = ObjectThreadStore(self.objects)
+        self.store = ObjectThreadStore(self.objects, self.config.storage.kept_versions)
         self.ledger = Ledger(self.client, self.objects, self.store)
 
 

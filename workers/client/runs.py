@@ -55,6 +55,12 @@ class RunStart:
     """The client's id of the user message (DeerFlow's UI sends one): the message keeps it in the thread's state."""
     memo: Mapping[str, Any] = field(default_factory=dict)
     """What the client keeps with the workflow (the Agent Server: the API run that started it)."""
+    base_version: int | None = None
+    """Start from this committed version instead of the newest (a fork: edit, regenerate); ``None``: the newest."""
+    rerun_of: int | None = None
+    """The version whose human message this run reruns from ``base_version`` (regenerate)."""
+    title: str | None = None
+    """A title the run's state starts with (kept across a fork from a version older than a rename)."""
 
 
 class ReplyRefused(Exception):
@@ -94,6 +100,9 @@ class Runs:
                 settings=run.settings,
                 message_id=run.message_id,
                 files=list(run.files),
+                base_version=run.base_version,
+                rerun_of=run.rerun_of,
+                title=run.title,
             ),
             id=run_workflow_id(thread.user_id, thread.thread_id),
             task_queue=self.task_queue,
@@ -154,7 +163,8 @@ def summary(run: RunStart) -> str:
 
 def details(run: RunStart) -> str:
     """The Web UI's details (Markdown): who runs what, on which thread."""
-    return f"**Thread:** {run.thread.thread_id}\n\n**User:** {run.thread.user_id}\n\n**Model:** {run.model}"
+    fork = "" if run.base_version is None else f"\n\n**From version:** {run.base_version}"
+    return f"**Thread:** {run.thread.thread_id}\n\n**User:** {run.thread.user_id}\n\n**Model:** {run.model}{fork}"
 
 
 def start_attributes(run: RunStart) -> TypedSearchAttributes:

@@ -30,6 +30,7 @@ def resume(carried: CarriedRun, fields: RunFields, chain: list[Middleware]) -> N
     """Unpack the rest of ``carried`` into the fields and the chain (its progress went into the fields when the
     run was built)."""
     fields.version = carried.version
+    fields.lineage = carried.lineage
     fields.model_calls = carried.model_calls
     lease = sandbox_lease(chain)
     if lease is not None:
@@ -58,6 +59,7 @@ def continue_as_new(
         stream=stream,
         transcript=fields.transcript,
         mcp_tools=fields.mcp_tools,
+        lineage=fields.lineage,
     )
     workflow.continue_as_new(
         RunInput(

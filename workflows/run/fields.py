@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from middlewares.context import RunProgress
-from vocabulary.contracts import McpToolInfo
+from vocabulary.contracts import CommitLineage, McpToolInfo
 from vocabulary.human_input import Reply
 from vocabulary.state import StateUpdate, ThreadState, apply_update
 from vocabulary.transcript import TranscriptCursor
@@ -29,6 +29,8 @@ class RunFields:
     """The thread state as of the last step: whatever ends the loop leaves it for after_agent and the commit."""
     version: int = 0
     """The thread's stored version, from the load and each commit (the next commit's precondition)."""
+    lineage: CommitLineage | None = None
+    """Where the loaded state came from (its version, the run's message), recorded by the run's first commit."""
     status: RunStatus = "running"
     pending: dict[str, Any] | None = None
     """The clarification request the run waits on (``pending_input``), while it waits."""

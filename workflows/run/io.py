@@ -12,7 +12,7 @@ from typing import Any, Literal
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from middlewares.run_settings import RunSettings
-from vocabulary.contracts import McpToolInfo
+from vocabulary.contracts import CommitLineage, McpToolInfo
 from vocabulary.state import ThreadState
 from vocabulary.transcript import TranscriptCursor
 from workflows.run.delegation import SubagentTask
@@ -38,6 +38,8 @@ class CarriedRun:
     """The last model request's message ids and manifest: the continued run sends only what is new."""
     mcp_tools: list[McpToolInfo] | None = None
     """The MCP tools this run discovered: the continued run keeps them instead of asking the servers again."""
+    lineage: CommitLineage | None = None
+    """Where the run's state came from, until its first commit records it."""
 
 
 @dataclass
@@ -52,6 +54,12 @@ class RunInput:
     carried: CarriedRun | None = None
     subagent: SubagentTask | None = None
     """Set when this run is a subagent (``workflows/run/subagent.py``) working on a lead run's ``task`` call."""
+    base_version: int | None = None
+    """Start from this committed version of the thread instead of the newest (a fork, ``ThreadLoadInput``)."""
+    rerun_of: int | None = None
+    """The version whose human message this run reruns from the same base (regenerate): it shares its input."""
+    title: str | None = None
+    """A title the run's state starts with (a client keeping a renamed title across a fork)."""
 
 
 @dataclass

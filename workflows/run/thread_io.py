@@ -19,6 +19,7 @@ from middlewares.context import ActivityOptions, RunContext
 from vocabulary.contracts import (
     THREAD_COMMIT,
     THREAD_LOAD,
+    CommitLineage,
     ThreadCommitInput,
     ThreadLoadInput,
 )
@@ -37,7 +38,8 @@ async def start(
     input: RunInput, fields: RunFields, ctx: RunContext, chain: list[Middleware], profile: RunProfile
 ) -> None:
     """Put the state the run starts from in ``fields``: carried across continue-as-new, else loaded from the
-    thread (a subagent's: seeded), plus the user's message."""
+    thread (its newest version, or ``input.base_version``'s for a fork; a subagent's: seeded), plus the user's
+    message."""
     if input.carried is not None:
         carry.resume(input.carried, fields, chain)
         return
@@ -45,8 +47,8 @@ async def start(
         snapshot = await call_activity(
             ctx,
             THREAD_LOAD,
-            ThreadLoadInput(ctx.thread),
-            summary="load thread state",
+            ThreadLoadInput(ctx.thread, input.base_version),
+            summary="load thread state" if input.base_version is None else f"load version {input.base_version}",
             options=_STORE_OPTIONS,
         )
         fields.version = snapshot.version
@@ -54,6 +56,10 @@ async def start(
         message = HumanMessage(content=input.message, id=input.message_id or ctx.uuid())
         if input.files:
             message.additional_kwargs["files"] = list(input.files)
+        parent = snapshot.version if input.base_version is None else input.base_version
+        fields.lineage = CommitLineage(parent, message_id=message.id, input_of=input.rerun_of)
+        if input.title:
+            fields.apply({"title": input.title}, ctx.uuid)
     else:
         task = input.subagent
         sandbox = {"sandbox_id": task.sandbox_id} if task is not None and task.sandbox_id else None
@@ -69,8 +75,9 @@ async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile) -> Non
     result = await call_activity(
         ctx,
         THREAD_COMMIT,
-        ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id),
+        ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id, fields.lineage),
         summary="commit thread state",
         options=_STORE_OPTIONS,
     )
     fields.version = result.version
+    fields.lineage = None  # the run's later commits grow from this one
