@@ -41,8 +41,8 @@ from activities.storage import ObjectExistsError, ObjectStore, StorageError, act
 from activities.storage.filesystem import FilesystemObjectStore
 from vocabulary.contracts import (
     THREAD_COMMIT,
-    CommitLineage,
     THREAD_LOAD,
+    CommitLineage,
     ThreadCommitInput,
     ThreadCommitResult,
     ThreadLoadInput,

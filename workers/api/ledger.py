@@ -23,7 +23,8 @@ from temporalio.client import Client
 
 from activities.storage import ObjectStore, StorageError
 from activities.thread_store import ObjectThreadStore
-from vocabulary.contracts import ThreadRef
+from vocabulary.contracts import CommitLineage, ThreadRef
+from vocabulary.state import ThreadState
 from workers.api import records, status
 
 Committed = tuple[dict[str, Any], int, str | None]
@@ -90,6 +91,15 @@ class Ledger:
     async def version(self, thread: ThreadRef, version: int) -> dict[str, Any] | None:
         """One retained version of the thread's state (its record), ``None`` once pruned."""
         return await asyncio.to_thread(self._store.version_record, thread, version)
+
+    async def commit(
+        self, thread: ThreadRef, state: ThreadState, expected_version: int, writer: str, lineage: CommitLineage
+    ) -> int:
+        """Commit ``state`` on top of ``expected_version`` (a state update, a fork); ``ThreadConflictError`` when a
+        run committed meanwhile."""
+        return await asyncio.to_thread(
+            self._store.commit, thread, state, expected_version=expected_version, run_id=writer, lineage=lineage
+        )
 
     # The thread's workflow.
 

@@ -7,7 +7,8 @@ one. Everything is checked before anything is written: a refused request starts 
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts; a thread whose run is still active is busy: 409 (``multitask_strategy``
-  ``reject``, the only strategy served).
+  ``reject``, the only strategy served). A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
+  there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
-from workers.api import records, status
+from workers.api import checkpoints, forks, records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
 from workers.api.limits import ApiBody
@@ -56,6 +57,8 @@ class RunCreate(ApiBody):
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
+    checkpoint: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
 
     @field_validator("config")
     @classmethod
@@ -66,6 +69,8 @@ class RunCreate(ApiBody):
     @field_validator("input")
     @classmethod
     def _input_shape(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if (value or {}).get("title") is not None and not isinstance((value or {})["title"], str):
+            raise ValueError("input.title must be text")
         messages = (value or {}).get("messages")
         if messages is None:
             return value
@@ -287,7 +292,11 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             raise HTTPException(404, f"thread {thread.thread_id} not found")
         await ledger.save_thread(thread, records.new_thread_record(thread, {}))
     current = await ledger.chain(thread)
-    pending = await ledger.pending_request(thread, current)
+    named = checkpoints.requested_id(body.checkpoint, body.checkpoint_id)
+    fork = await forks.resolve(ledger, thread, named, _last_human(body))
+    if fork is not None and current.active:
+        raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; a fork needs it idle")
+    pending = await ledger.pending_request(thread, current) if fork is None else None
     reply = reply_for(body, pending, current, context.config.run.max_message_chars)
     if reply is not None:
         assert current.first_run_id is not None and current.workflow_id is not None
@@ -310,24 +319,37 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             "wait for it to finish or cancel it (multitask_strategy 'reject')",
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
-    record.workflow_run_id = await _start(context, thread, body, record)
+    record.workflow_run_id = await _start(context, thread, body, record, fork)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
     return record
 
 
-async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord) -> str:
-    message = _last_human(body)
-    text = message_content(message) if message is not None else ""
+async def _start(
+    context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord, fork: forks.Fork | None
+) -> str:
+    rerun = fork.message if fork is not None else None
+    message = rerun or _last_human(body)
+    text = forks.message_text(rerun) if rerun is not None else message_content(message) if message is not None else ""
     problem = message_problem(text, context.config.run.max_message_chars)
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, body.option("model_name"))
     settings = run_settings(context, body).model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
-    message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
+    sent_id = message.get("id") if message is not None else None
+    message_id = forks.message_id(rerun) if rerun is not None else sent_id if isinstance(sent_id, str) else None
     run = RunStart(
-        thread, text, chosen.spec, settings, message_id=message_id, memo={records.RUN_MEMO: records.memo_of(record)}
+        thread,
+        text,
+        chosen.spec,
+        settings,
+        files=forks.message_files(rerun) if rerun is not None else (),
+        message_id=message_id,
+        memo={records.RUN_MEMO: records.memo_of(record)},
+        base_version=None if fork is None else fork.base,
+        rerun_of=None if fork is None else fork.rerun_of,
+        title=(body.input or {}).get("title"),
     )
     try:
         handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
@@ -353,5 +375,6 @@ def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: 
             "context": body.context,
             "stream_mode": body.modes(),
             "on_disconnect": body.on_disconnect,
+            "checkpoint_id": checkpoints.requested_id(body.checkpoint, body.checkpoint_id),
         },
     )

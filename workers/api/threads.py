@@ -1,6 +1,7 @@
 """Threads: create (``if_exists``), get, patch (metadata), delete (409 while a run is active), search, state and
-history. A thread's ``values`` are its committed state; while a run pauses for clarification the state also
-names the pending question as the interrupt of an ``ask_clarification`` task."""
+history (checkpoints: ``workers/api/checkpoints.py``). A thread's ``values`` are its committed state; while a run
+pauses for clarification the state also names the pending question as the interrupt of an ``ask_clarification``
+task."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ from pydantic import Field
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 from vocabulary.paths import THREAD_ID_PATTERN
-from workers.api import records, status
+from workers.api import checkpoints, records, status
 from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
-from workers.api.limits import ApiBody, version_number
+from workers.api.limits import ApiBody
 from workers.client import threads
 
 router = APIRouter()
@@ -56,41 +57,6 @@ async def thread_view(context: ApiContext, thread: ThreadRef, record: dict[str, 
         "status": current.thread_status,
         "values": values,
         "interrupts": {pending[0]["id"]: pending} if pending else {},
-    }
-
-
-def state_view(
-    thread: ThreadRef, values: dict[str, Any], version: int, created_at: str | None, pending: list[dict[str, Any]]
-) -> dict[str, Any]:
-    tasks = [
-        {
-            "id": item["id"],
-            "name": "ask_clarification",
-            "path": [],
-            "error": None,
-            "interrupts": [item],
-            "checkpoint": None,
-            "state": None,
-            "result": None,
-        }
-        for item in pending
-    ]
-    checkpoint = {
-        "thread_id": thread.thread_id,
-        "checkpoint_ns": "",
-        "checkpoint_id": f"v{version}",
-        "checkpoint_map": None,
-    }
-    parent = None if version <= 1 else {**checkpoint, "checkpoint_id": f"v{version - 1}"}
-    return {
-        "values": values,
-        "next": ["ask_clarification"] if pending else [],
-        "tasks": tasks,
-        "interrupts": pending,
-        "checkpoint": checkpoint,
-        "parent_checkpoint": parent,
-        "metadata": {"source": "loop", "step": version, "version": version},
-        "created_at": created_at,
     }
 
 
@@ -184,33 +150,36 @@ async def get_state(thread: Thread, context: Context) -> dict[str, Any]:
     await context.ledger.require_thread(thread)
     values, version, committed_at = await context.ledger.committed(thread)
     current = await context.ledger.chain(thread)
-    return state_view(thread, values, version, committed_at, status.interrupts(current, values))
+    record = await context.ledger.version(thread, version) if version else None
+    newest = checkpoints.committed_checkpoint(record) if record is not None else None
+    if newest is None:  # nothing committed yet (or a thread from before versions were kept apart)
+        newest = checkpoints.Checkpoint(checkpoints.CheckpointRef(version), values, None, committed_at, "loop")
+    return checkpoints.view(thread, newest, status.interrupts(current, values))
 
 
 @router.post("/threads/{thread_id}/history")
 async def get_history(body: HistoryRequest, thread: Thread, context: Context) -> list[dict[str, Any]]:
+    """Checkpoints newest first, inputs and branches included (``workers/api/checkpoints.py``); the pending
+    clarification shows on the newest."""
     await context.ledger.require_thread(thread)
     current = await context.ledger.chain(thread)
-    versions = await context.ledger.versions(thread)
-    states: list[dict[str, Any]] = []
-    for version in sorted(versions, reverse=True)[: body.limit]:
-        committed = await context.ledger.version(thread, version)
-        if committed is None:
-            continue  # pruned between the listing and the read
-        pending = status.interrupts(current, committed["state"]) if not states else []
-        states.append(state_view(thread, committed["state"], version, committed.get("committed_at"), pending))
-    return states
+    found = await checkpoints.history(context.ledger, thread, body.limit)
+    return [
+        checkpoints.view(thread, item, status.interrupts(current, item.values) if index == 0 else [])
+        for index, item in enumerate(found)
+    ]
 
 
 @router.get("/threads/{thread_id}/state/{checkpoint_id}")
 async def get_state_at(checkpoint_id: str, thread: Thread, context: Context) -> dict[str, Any]:
-    """One retained version (``checkpoint_id`` ``v{N}``, as history names them); a pruned one is 404."""
+    """One kept checkpoint (``v{N}`` or ``v{N}-input``, as history names them); any other id is 404."""
     await context.ledger.require_thread(thread)
-    version = version_number(checkpoint_id)
-    committed = None if version is None else await context.ledger.version(thread, version)
-    if committed is None:
-        raise HTTPException(404, f"checkpoint {checkpoint_id!r} of thread {thread.thread_id} is not retained")
-    values, newest, _ = await context.ledger.committed(thread)
+    ref = checkpoints.parse(checkpoint_id)
+    found = None if ref is None else await checkpoints.load(context.ledger, thread, ref)
+    if found is None:
+        raise HTTPException(404, f"checkpoint {checkpoint_id!r} of thread {thread.thread_id} is not kept")
+    _, newest, _ = await context.ledger.committed(thread)
     current = await context.ledger.chain(thread)
-    pending = status.interrupts(current, values) if version == newest else []
-    return state_view(thread, committed["state"], int(committed["version"]), committed.get("committed_at"), pending)
+    newest_ref = checkpoints.CheckpointRef(newest)
+    pending = status.interrupts(current, found.values) if found.ref == newest_ref else []
+    return checkpoints.view(thread, found, pending)
