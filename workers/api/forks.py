@@ -51,7 +51,9 @@ async def resolve(ledger: Ledger, thread: ThreadRef, checkpoint_id: str | None, 
                 f"checkpoint {ref.id} already holds its run's message: to send another, fork from its parent "
                 f"{found.parent.id}; to run it again, send no input",
             )
-        human = checkpoints.human_input(found.values["messages"])
+        record = await ledger.version(thread, ref.version) or {"state": {}}
+        line = checkpoints.lineage(record)
+        human = checkpoints.human_input(checkpoints.input_messages(record["state"], str(line.get("message_id"))))
         if human is None:
             raise HTTPException(409, f"checkpoint {ref.id} holds no human message to run again")
         return Fork(found.parent.version, rerun_of=ref.version, message=human)
