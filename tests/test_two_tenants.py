@@ -153,6 +153,18 @@ ROUTES: dict[tuple[str, str], Walk] = {
         lambda ids: [Req(path={"checkpoint_id": ids.checkpoint_id}), Req(path={"checkpoint_id": "v1"})]
     ),
     ("POST", "/threads/{thread_id}/history"): Walk(lambda ids: [Req(json={"limit": 10})]),
+    ("POST", "/threads/{thread_id}/state"): Walk(
+        lambda ids: [
+            Req(json={"values": {"title": "bob's"}}),
+            Req(json={"values": {"title": "bob's"}, "checkpoint_id": ids.checkpoint_id}),
+        ]
+    ),
+    ("POST", "/threads/{thread_id}/copy"): Walk(lambda ids: [Req()]),
+    ("POST", "/threads/{thread_id}/branches"): Walk(lambda ids: [Req(json={"message_id": "m", "message_ids": ["m"]})]),
+    ("POST", "/threads/{thread_id}/runs/regenerate/prepare"): Walk(lambda ids: [Req(json={"message_id": "m"})]),
+    ("POST", "/threads/{thread_id}/runs/edit-regenerate/prepare"): Walk(
+        lambda ids: [Req(json={"human_message_id": "m", "replacement_text": "bob's"})]
+    ),
     ("POST", "/threads/{thread_id}/runs"): Walk(run_bodies, creates_own=CREATES_RUN),
     ("POST", "/threads/{thread_id}/runs/stream"): Walk(run_bodies, creates_own=CREATES_RUN),
     ("POST", "/threads/{thread_id}/runs/wait"): Walk(run_bodies, creates_own=CREATES_RUN),
