@@ -19,7 +19,16 @@ from langgraph_sdk import get_client
 from temporalio.client import Client
 
 from workers.config import ConfigError, HartflowConfig, load_config
-from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, write_script
+from workers.testing import (
+    answer,
+    ask_clarification,
+    calls,
+    make_config,
+    running_worker,
+    serving_api,
+    tool_call,
+    write_script,
+)
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 CHILD_USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
@@ -279,3 +288,34 @@ def test_model_capabilities_are_validated() -> None:
         load_config(overrides={"run": {"model_capabilities": {"thinking": "sometimes"}}}, environ={})
     with pytest.raises(ConfigError, match=r"unknown key 'run\.model_capabilities\.reasoning'"):
         load_config(overrides={"run": {"model_capabilities": {"reasoning": True}}}, environ={})
+
+
+async def test_a_paused_runs_events_come_from_the_open_run_and_each_run_is_its_own_segment(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """``GET …/runs/{run}/events`` (``frontend/src/core/tasks/api.ts``) on a run paused on a clarification: its
+    chain is open, so the events come from the run itself, ending at the pause; once answered, the answer's run
+    has its own events (from ``resumed`` to ``run.end``) and the first run's, now from the archive, are unchanged."""
+    lead = write_script(home, [ask_clarification(options=["red", "blue"]), answer("blue it is")])
+    config = make_config(home, temporal_address, model=lead, api=bearer())
+    async with running_worker(client, config), serving_api(config, client) as url, http(url, "alice") as api:
+        sdk = get_client(url=url, api_key=TOKENS["alice"])
+        thread_id = (await sdk.threads.create())["thread_id"]
+        first = await sdk.runs.create(
+            thread_id, "lead_agent", input={"messages": [{"role": "user", "content": "pick"}]}
+        )
+        await sdk.runs.join(thread_id, first["run_id"])
+        assert (await sdk.threads.get(thread_id))["status"] == "interrupted"
+        paused = (await api.get(f"/api/threads/{thread_id}/runs/{first['run_id']}/events")).json()
+        assert [event["event_type"] for event in paused][-1] == "awaiting_input"
+        assert paused[-1]["content"]["question"] == "Which colour?"
+        assert paused[-1]["category"] == "trace" and paused[-1]["metadata"] == {}
+
+        second = await sdk.runs.create(thread_id, "lead_agent", command={"resume": "blue"})
+        await sdk.runs.join(thread_id, second["run_id"])
+        answered = (await api.get(f"/api/threads/{thread_id}/runs/{second['run_id']}/events")).json()
+        again = (await api.get(f"/api/threads/{thread_id}/runs/{first['run_id']}/events")).json()
+    assert again == paused
+    names = [event["event_type"] for event in answered]
+    assert names[0] == "resumed" and names[-1] == "run.end"
+    assert answered[0]["seq"] > paused[-1]["seq"]
