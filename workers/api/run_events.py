@@ -127,24 +127,24 @@ def deerflow_event(record: RunRecord, event: dict[str, Any]) -> dict[str, Any]:
 
 def step_content(event: dict[str, Any]) -> dict[str, Any]:
     """A ``task_running`` event as DeerFlow persists a subagent step (its ``build_subagent_step``)."""
-    message = event.get("message") if isinstance(event.get("message"), dict) else {}
-    assert isinstance(message, dict)
+    message = event.get("message")
+    message = message if isinstance(message, dict) else {}
     kind = "tool" if message.get("type") == "tool" else "ai"
+    text = message.get("content")
     content: dict[str, Any] = {
         "task_id": event.get("task_id"),
         "message_index": event.get("message_index"),
         "kind": kind,
-        "text": message.get("content") if isinstance(message.get("content"), str) else "",  # a step's is text
+        "text": text if isinstance(text, str) else "",  # a step carries its text (workflows/run/step_reports.py)
         "truncated": bool(event.get("truncated")),
     }
     if kind == "tool":
         content["tool_name"] = message.get("name")
     else:
-        calls = message.get("tool_calls") if isinstance(message.get("tool_calls"), list) else []
-        assert isinstance(calls, list)
+        calls = message.get("tool_calls")
         content["tool_calls"] = [
             {key: call[key] for key in ("name", "args", "args_truncated") if key in call}
-            for call in calls
+            for call in (calls if isinstance(calls, list) else [])
             if isinstance(call, dict)
         ]
     return content
