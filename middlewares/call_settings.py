@@ -27,10 +27,17 @@ class ToolCallSettings(_Strict):
 
 
 class ModelCapabilities(_Strict):
-    """What the run's model can do (DeerFlow declares these per model: ``supports_vision``, ``context_window``).
-    Chain conditions and limits read them; nothing probes the provider."""
+    """What the run's model can do (DeerFlow declares these per model: ``supports_vision``, ``supports_thinking``,
+    ``supports_reasoning_effort``, ``context_window``). Chain conditions and limits read them, and DeerFlow's
+    model picker (``GET /api/models``, ``workers/api/models_route.py``); nothing probes the provider. Set here for
+    the ``model:`` shorthand; a ``models`` entry's own keys take their place for a run on that entry."""
 
     vision: bool = Field(default=False, description="the model takes images: adds ViewImage and the view_image tool")
+    thinking: bool = Field(
+        default=False,
+        description="the model can think before answering: DeerFlow's app offers its Reasoning, Pro and Ultra modes",
+    )
+    reasoning_effort: bool = Field(default=False, description="the model takes a reasoning effort (DeerFlow's app)")
     max_input_tokens: int | None = Field(
         default=None, ge=1, description="context window; fraction-based summarization needs it"
     )

@@ -62,8 +62,10 @@ class RunEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """The wire shape (``events`` query, progress stream, ``hartflow run --events``): one flat object."""
-        return {"seq": self.seq, "kind": self.kind, "at": self.at, **self.data}
+        """The wire shape (``events`` query, progress stream, ``hartflow run --events``): one flat object. ``type``
+        is the name DeerFlow's app reads from a custom event (``task_started``, ``task_running``, ``llm_retry``: an
+        emitter passes ``type=`` where DeerFlow's name differs from the kind), else the kind itself."""
+        return {"seq": self.seq, "kind": self.kind, "type": self.kind, "at": self.at, **self.data}
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ shows (``RunView.usage``) and which travel across continue-as-new.
 
 Parts: the run's totals read by ``workflows/run/profile.py`` into ``RunView.usage`` (``workflows/run/view.py``); a
 subagent's usage reported on its task ToolMessage by ``workflows/run/delegate.py`` (keys in
-``vocabulary/delegation.py``); ``token_usage.enabled`` in the API's model list (``workers/models.py``). Tests:
-``tests/test_token_usage.py``.
+``vocabulary/delegation.py``); ``token_usage.enabled`` in the API's model list (``workers/models.py``,
+``workers/api/models_route.py``); the thread's totals from the stamped messages (``workers/api/token_usage.py``).
+Tests: ``tests/test_token_usage.py``, ``tests/test_api_events.py``.
 """
 
 from __future__ import annotations

@@ -263,7 +263,8 @@ async def test_oversized_bodies_are_refused(base_url: str, api_config: HartflowC
 async def test_models_in_deerflows_shape(base_url: str, api_config: HartflowConfig) -> None:
     async with http(base_url, "alice") as api:
         listed = (await api.get("/api/models")).json()
-    assert listed["token_usage"] == {"enabled": False}
+    # The TokenUsage middleware's switch (DeerFlow's token_usage.enabled): on unless the config turns it off.
+    assert listed["token_usage"] == {"enabled": api_config.run.middlewares.token_usage.enabled}
     if api_config.model is None:
         assert listed["models"] == []
 

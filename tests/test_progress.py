@@ -86,6 +86,7 @@ async def test_run_shows_progress_as_it_goes_and_events_stream_json_lines(
     assert events[2] | {"at": None} == {
         "seq": events[2]["seq"],
         "kind": "tool_call",
+        "type": "tool_call",  # DeerFlow's app reads custom events' type: the kind, where DeerFlow has no name
         "at": None,
         "tool": "ls",
         "call_id": "l1",

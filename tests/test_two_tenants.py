@@ -174,6 +174,10 @@ ROUTES: dict[tuple[str, str], Walk] = {
     ("GET", "/threads/{thread_id}/runs/{run_id}/stream"): Walk(
         lambda ids: per_run(ids) + per_run(ids, headers={"Last-Event-ID": "0-0"})
     ),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/events"): Walk(
+        lambda ids: per_run(ids) + per_run(ids, params={"event_types": "subagent.step", "task_id": "t1"})
+    ),
+    ("GET", "/threads/{thread_id}/token-usage"): Walk(lambda ids: [Req()]),
     ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"): Walk(
         lambda ids: per_run(ids) + per_run(ids, params={"wait": "true"})
     ),

@@ -85,8 +85,8 @@ def api_models(config: HartflowConfig) -> dict[str, Any]:
                 "model": provider_id or config.model,
                 "display_name": None,
                 "description": None,
-                "supports_thinking": False,
-                "supports_reasoning_effort": False,
+                "supports_thinking": config.run.model_capabilities.thinking,
+                "supports_reasoning_effort": config.run.model_capabilities.reasoning_effort,
                 "supports_vision": config.run.model_capabilities.vision,
             }
         )
@@ -106,8 +106,13 @@ def _public(entry: ModelEntry) -> dict[str, Any]:
 
 
 def _settings_for(entry: ModelEntry, run: RunSettings) -> RunSettings:
-    """The entry decides what the chain knows of the model, as DeerFlow reads ``supports_vision`` per model."""
-    update: dict[str, Any] = {"vision": entry.supports_vision}
+    """The entry decides what the chain knows of the model, as DeerFlow reads ``supports_vision`` (and the
+    thinking keys) per model."""
+    update: dict[str, Any] = {
+        "vision": entry.supports_vision,
+        "thinking": entry.supports_thinking,
+        "reasoning_effort": entry.supports_reasoning_effort,
+    }
     if entry.context_window is not None:
         update["max_input_tokens"] = entry.context_window
     return run.model_copy(update={"model_capabilities": run.model_capabilities.model_copy(update=update)})

@@ -18,7 +18,18 @@ from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
 from activities.storage import StorageError
-from workers.api import auth, discovery, files, models_route, replays, runs, thread_edits, threads
+from workers.api import (
+    auth,
+    discovery,
+    files,
+    models_route,
+    replays,
+    run_events,
+    runs,
+    thread_edits,
+    threads,
+    token_usage,
+)
 from workers.api.deps import ApiContext
 from workers.api.outages import unreachable
 from workers.config import HartflowConfig
@@ -33,8 +44,17 @@ _log = logging.getLogger("hartflow.api")
 
 def routers() -> list[APIRouter]:
     """Every router the app serves (each at both prefixes)."""
-    served = [discovery.router, threads.router, runs.router, files.router, models_route.router]
-    return [*served, thread_edits.router, replays.router]
+    return [
+        discovery.router,
+        threads.router,
+        runs.router,
+        files.router,
+        models_route.router,
+        thread_edits.router,
+        replays.router,
+        run_events.router,
+        token_usage.router,
+    ]
 
 
 def create_app(config: HartflowConfig, client: Client) -> FastAPI:

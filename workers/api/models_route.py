@@ -5,7 +5,11 @@ supports_vision}], token_usage: {enabled}}`` (``bytedance/deer-flow: backend/app
 ``ModelsListResponse``). A run names its model by ``name`` (``context.model_name``).
 
 A config with a ``models`` list serves it as ``workers.models.api_models`` renders it; a config with only the
-``model:`` shorthand serves that one model (:func:`configured_models`), a scripted model without its path.
+``model:`` shorthand serves that one model (:func:`configured_models`), a scripted model without its path, with
+the capabilities ``run.model_capabilities`` gives it (``thinking``, ``reasoning_effort``, ``vision``: DeerFlow's
+app offers its Reasoning, Pro and Ultra modes only for a model that supports thinking). ``token_usage.enabled``
+is the TokenUsage middleware's switch (``run.middlewares.token_usage.enabled``, DeerFlow's ``token_usage``):
+what the app's token counter and ``GET /threads/{id}/token-usage`` (``workers/api/token_usage.py``) show.
 """
 
 from __future__ import annotations
@@ -29,15 +33,16 @@ def configured_models(config: HartflowConfig) -> list[dict[str, Any]]:
         return []
     provider, _, rest = config.model.partition(":")
     model = "scripted" if provider == "scripted" else rest
+    capabilities = config.run.model_capabilities
     return [
         {
             "name": model,
             "model": model,
             "display_name": model if provider == "scripted" else f"{model} ({provider})",
             "description": "the server's default model",
-            "supports_thinking": False,
-            "supports_reasoning_effort": False,
-            "supports_vision": False,
+            "supports_thinking": capabilities.thinking,
+            "supports_reasoning_effort": capabilities.reasoning_effort,
+            "supports_vision": capabilities.vision,
         }
     ]
 
@@ -46,4 +51,5 @@ def configured_models(config: HartflowConfig) -> list[dict[str, Any]]:
 async def list_models(context: Annotated[ApiContext, Depends(api)]) -> dict[str, Any]:
     if context.config.models:
         return api_models(context.config)
-    return {"models": configured_models(context.config), "token_usage": {"enabled": False}}
+    token_usage = {"enabled": context.config.run.middlewares.token_usage.enabled}
+    return {"models": configured_models(context.config), "token_usage": token_usage}

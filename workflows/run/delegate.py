@@ -27,6 +27,7 @@ from workflows.run.delegation import (
     finished_child_message,
     interrupted_child_message,
     subagent_task,
+    task_outcome,
 )
 from workflows.run.fields import RunFields
 from workflows.run.io import RunInput, RunView
@@ -57,7 +58,16 @@ class Delegation:
         child_id = child_workflow_id(ctx.workflow_id, request.call_id)
         self._fields.running_subagents[child_id] = task.description
         self._visibility.update_details()
-        ctx.emit("subagent_started", call_id=request.call_id, workflow_id=child_id, description=task.description)
+        model = self._settings.subagents.model or ctx.model
+        ctx.emit(
+            "subagent_started",
+            type="task_started",
+            task_id=request.call_id,
+            call_id=request.call_id,
+            workflow_id=child_id,
+            description=task.description,
+            model_name=model,
+        )
         try:
             result = await self._run_subagent(request, task, prompt, max_turns, child_id)
         finally:
@@ -66,10 +76,13 @@ class Delegation:
         status = result.additional_kwargs.get(SUBAGENT_STATUS_KEY)
         ctx.emit(
             "subagent_finished",
+            type=f"task_{status}",
+            task_id=request.call_id,
             call_id=request.call_id,
             workflow_id=child_id,
             description=task.description,
             status=status,
+            **task_outcome(result),
         )
         return result
 

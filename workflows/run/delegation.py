@@ -3,7 +3,8 @@
 * :class:`SubagentTask` — what a subagent run (``workflows/run/subagent.py``) is told about its delegation;
 * :func:`subagent_task` / :func:`child_workflow_id` — the child run a ``task`` call starts;
 * :func:`finished_child_message` / :func:`interrupted_child_message` — the child's end as the task result of
-  DeerFlow's status contract (``vocabulary/delegation.py``).
+  DeerFlow's status contract (``vocabulary/delegation.py``), and :func:`task_outcome` — that result as DeerFlow's
+  ``task_*`` events carry it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
-from vocabulary.delegation import RUN_STOP_REASONS, SubagentsSettings, task_result_message
+from vocabulary.delegation import (
+    RUN_STOP_REASONS,
+    SUBAGENT_ERROR_KEY,
+    SUBAGENT_MODEL_NAME_KEY,
+    SUBAGENT_RESULT_BRIEF_KEY,
+    SUBAGENT_TOKEN_USAGE_KEY,
+    SubagentsSettings,
+    task_result_message,
+)
 
 SUBAGENT_WORKFLOW_NAME = "HartflowSubagent"
 
@@ -104,6 +113,18 @@ def interrupted_child_message(
     if isinstance(exc.cause, CancelledError):
         return task_result_message(tool_call_id, "cancelled", message_id=message_id)
     return None
+
+
+def task_outcome(result: ToolMessage) -> dict[str, Any]:
+    """What DeerFlow's ``task_completed`` / ``task_failed`` / ... events carry beside the task id, read from the
+    task result's status contract: ``model_name``, ``usage``, and the (brief) ``result`` or the ``error``."""
+    kwargs = result.additional_kwargs
+    outcome = {"model_name": kwargs.get(SUBAGENT_MODEL_NAME_KEY), "usage": kwargs.get(SUBAGENT_TOKEN_USAGE_KEY)}
+    if SUBAGENT_RESULT_BRIEF_KEY in kwargs:
+        outcome["result"] = kwargs[SUBAGENT_RESULT_BRIEF_KEY]
+    if SUBAGENT_ERROR_KEY in kwargs:
+        outcome["error"] = kwargs[SUBAGENT_ERROR_KEY]
+    return outcome
 
 
 def usage_of(messages: Sequence[BaseMessage]) -> dict[str, int]:

@@ -17,7 +17,8 @@ This module is the run's lifecycle, its loop and its whole public surface (every
 one-liner). What the run changes is one :class:`RunFields`; its behaviour beside the loop is in collaborators that
 take it as a parameter: the tool turn (``tools.py``) with delegation (``delegate.py``), the pause (``pause.py``),
 visibility (``visibility.py``), the model call (``model_call.py``), the view (``view.py``), the thread's load
-and commit (``thread_io.py``) and what continue-as-new carries (``carry.py``). A subagent is this workflow with
+and commit (``thread_io.py``), what continue-as-new carries (``carry.py``) and a subagent's live steps
+(``step_reports.py``). A subagent is this workflow with
 another profile (``profile.py``).
 """
 
@@ -52,6 +53,7 @@ from workflows.run.pause import STOP_CLARIFICATION_TIMEOUT, Pause
 from workflows.run.profile import LEAD, RunProfile
 from workflows.run.prompt import SYSTEM_PROMPT
 from workflows.run.state_stream import run_events
+from workflows.run.step_reports import SUBAGENT_STEP_SIGNAL, StepReports, SubagentStep, record_step
 from workflows.run.tools import ToolTurn
 from workflows.run.view import closing_status, final_view, run_view, state_brief
 from workflows.run.visibility import Visibility
@@ -99,6 +101,8 @@ class RunWorkflow:
         self._visibility = Visibility(self._ctx, fields)
         self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
         self._model_call = ModelCall(self._ctx, fields)
+        carried = input.carried.state.messages if input.carried is not None else ()
+        self._steps = StepReports(input.subagent, input.model, carried=carried)
 
     # -- handlers: what clients may ask and tell a run ----------------------------------------------------
 
@@ -127,6 +131,13 @@ class RunWorkflow:
     )
     def llm_retry(self, notice: LlmRetryNotice) -> None:
         self._model_call.retrying(notice)
+
+    @workflow.signal(
+        name=SUBAGENT_STEP_SIGNAL,
+        description="A subagent of this run took a step (an answer, a tool result): a task_running event.",
+    )
+    def subagent_step(self, step: SubagentStep) -> None:
+        record_step(self._ctx, step)
 
     @workflow.update(
         name="wait_settled",
@@ -234,11 +245,14 @@ class RunWorkflow:
             await self._model_turn(dispatcher)
             after = await dispatcher.after_model(fields.state)
             fields.state = after.state
+            await self._steps.report(fields.state)  # a subagent's answer, live in its lead's stream
             if after.jump_to == "model":
                 continue
             if after.jump_to == "end":
                 return
-            if not await self._tool_turn(dispatcher, tools):
+            goes_on = await self._tool_turn(dispatcher, tools)
+            await self._steps.report(fields.state)  # a subagent's tool results
+            if not goes_on:
                 return
 
     def _out_of_turns(self) -> bool:
