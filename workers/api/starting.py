@@ -7,7 +7,8 @@ one. Everything is checked before anything is written: a refused request starts 
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts; a thread whose run is still active is busy: 409 (``multitask_strategy``
-  ``reject``, the only strategy served).
+  ``reject``, the only strategy served). The message's ``additional_kwargs.files`` must name the thread's uploads
+  (``workers/api/message_files.py``, checked first), which reach the run as ``hartflow run --file`` does.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
 from workers.api.limits import ApiBody
+from workers.api.message_files import attached_files
 from workers.api.outages import riding_out, storage_down
 from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
@@ -281,6 +283,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     body.modes()
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
+    attached = await attached_files(context, thread, _last_human(body))
     ledger = context.ledger
     if not await ledger.thread_exists(thread):
         if body.if_not_exists != "create":
@@ -310,14 +313,16 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             "wait for it to finish or cancel it (multitask_strategy 'reject')",
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
-    record.workflow_run_id = await _start(context, thread, body, record)
+    record.workflow_run_id = await _start(context, thread, body, record, attached)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
     return record
 
 
-async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord) -> str:
+async def _start(
+    context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord, attached: list[dict[str, Any]]
+) -> str:
     message = _last_human(body)
     text = message_content(message) if message is not None else ""
     problem = message_problem(text, context.config.run.max_message_chars)
@@ -327,7 +332,14 @@ async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record
     settings = run_settings(context, body).model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
     run = RunStart(
-        thread, text, chosen.spec, settings, message_id=message_id, memo={records.RUN_MEMO: records.memo_of(record)}
+        thread,
+        text,
+        chosen.spec,
+        settings,
+        files=tuple(entry["filename"] for entry in attached),
+        file_entries=tuple(attached),
+        message_id=message_id,
+        memo={records.RUN_MEMO: records.memo_of(record)},
     )
     try:
         handle = await Runs(context.client, context.config.temporal.task_queue).start(run)

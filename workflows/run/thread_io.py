@@ -53,7 +53,7 @@ async def start(
         fields.state = snapshot.state
         message = HumanMessage(content=input.message, id=input.message_id or ctx.uuid())
         if input.files:
-            message.additional_kwargs["files"] = list(input.files)
+            message.additional_kwargs["files"] = list(input.file_entries or input.files)
     else:
         task = input.subagent
         sandbox = {"sandbox_id": task.sandbox_id} if task is not None and task.sandbox_id else None
