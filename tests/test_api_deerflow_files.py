@@ -133,9 +133,7 @@ async def test_a_message_naming_files_that_are_no_uploads_is_refused_before_anyt
         assert (await alice.get(f"/api/threads/{thread_id}")).status_code == 404, "no thread was created"
 
 
-async def test_present_files_lists_what_bash_wrote_and_the_artifacts_route_serves_it(
-    url: str, tmp_path: Path
-) -> None:
+async def test_present_files_lists_what_bash_wrote_and_the_artifacts_route_serves_it(url: str, tmp_path: Path) -> None:
     """A model writes a file with ``bash`` and presents it: the thread's ``artifacts`` (the app's artifacts panel,
     ``frontend/src/core/threads/types.ts``) lists it and ``GET /api/threads/{id}/artifacts{path}``
     (``frontend/src/core/artifacts/utils.ts``, ``urlOfArtifact``) serves it; bad paths get DeerFlow's errors."""
