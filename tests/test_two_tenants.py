@@ -187,6 +187,14 @@ ROUTES: dict[tuple[str, str], Walk] = {
         "go to the caller's own thread of that name",
     ),
     ("GET", "/threads/{thread_id}/uploads/list"): Walk(lambda ids: [Req()]),
+    ("GET", "/threads/{thread_id}/uploads/limits"): Walk(
+        lambda ids: [Req()],
+        creates_own="answered for any thread id, creating nothing: the limits are the deployment's (api.uploads) "
+        "and DeerFlow's frontend asks before a new chat's first upload",
+    ),
+    ("GET", "/threads/{thread_id}/messages/page"): Walk(
+        lambda ids: [Req(), Req(params={"limit": "2", "before_seq": "3"})]
+    ),
     ("DELETE", "/threads/{thread_id}/uploads/{name}"): Walk(lambda ids: [Req(path={"name": UPLOAD})]),
     ("GET", "/threads/{thread_id}/artifacts/{path:path}"): Walk(
         lambda ids: [

@@ -89,6 +89,15 @@ class ClarificationArgs(ToolArgs):
     fields: list[dict[str, Any]] | None = Field(None, description="Form fields to fill.")
 
 
+class PresentFilesArgs(ToolArgs):
+    """``present_files`` as DeerFlow declares it (``deerflow/tools/builtins/present_file_tool.py``)."""
+
+    filepaths: list[str] = Field(
+        description="List of absolute file paths to present to the user. **Only** files in "
+        "`/mnt/user-data/outputs` can be presented."
+    )
+
+
 # -- the advertised schema -------------------------------------------------------------------------------
 
 _CARRIED = ("type", "enum", "items", "description")

@@ -17,6 +17,7 @@ from vocabulary.tool_args import (
     GlobArgs,
     GrepArgs,
     LsArgs,
+    PresentFilesArgs,
     ReadFileArgs,
     StrReplaceArgs,
     WriteFileArgs,
@@ -104,6 +105,21 @@ BUILTIN_TOOLS: tuple[ToolSpec, ...] = (
         "several valid approaches, or before a risky action. The run pauses until the user answers.",
         parameters(ClarificationArgs, description_arg=False),
         intercepted=True,
+    ),
+    ToolSpec(
+        "present_files",
+        # DeerFlow's docstring as LangChain's ``parse_docstring`` joins its paragraphs (the text its models see).
+        "Make files visible to the user for viewing and rendering in the client interface. When to use the "
+        "present_files tool: - Making any file available for the user to view, download, or interact with\n"
+        "- Presenting multiple related files at once\n"
+        "- After creating files that should be presented to the user When NOT to use the present_files tool:\n"
+        "- When you only need to read file contents for your own processing\n"
+        "- For temporary or intermediate files not meant for user viewing Notes:\n"
+        "- You should call this tool after creating files and moving them to the `/mnt/user-data/outputs` "
+        "directory.\n"
+        "- This tool can be safely called in parallel with other tools. State updates are handled by a reducer to "
+        "prevent conflicts.",
+        parameters(PresentFilesArgs, description_arg=False),
     ),
 )
 

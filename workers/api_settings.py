@@ -67,6 +67,17 @@ class ApiToken(BaseModel):
         return digest.lower()
 
 
+class UploadLimits(BaseModel):
+    """The ``api.uploads`` key: what one upload request may carry (DeerFlow's defaults). The app reads them from
+    ``GET /threads/{id}/uploads/limits`` to check files before sending; the upload route enforces them (413)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_files: int = Field(10, ge=1, description="files one upload request may carry")
+    max_file_size: int = Field(50 * 1024 * 1024, ge=1, description="bytes one uploaded file may have")
+    max_total_size: int = Field(100 * 1024 * 1024, ge=1, description="bytes the files of one request may have")
+
+
 class ApiSettings(BaseModel):
     """The ``api:`` key: who may call ``hartflow serve`` and what they may ask of it."""
 
@@ -89,6 +100,7 @@ class ApiSettings(BaseModel):
         None, description="with allow_model_specs, the only folder a caller's scripted:PATH may name a file in"
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, description="largest request body accepted")
+    uploads: UploadLimits = Field(default_factory=UploadLimits, description="what one upload request may carry")
 
     @model_validator(mode="after")
     def _tokens_fit_auth(self) -> ApiSettings:

@@ -22,6 +22,7 @@ from workers.api import (
     auth,
     discovery,
     files,
+    message_page,
     models_route,
     replays,
     run_events,
@@ -54,6 +55,7 @@ def routers() -> list[APIRouter]:
         replays.router,
         run_events.router,
         token_usage.router,
+        message_page.router,
     ]
 
 

@@ -2,8 +2,10 @@
 
 - ``POST /threads/{id}/uploads`` (multipart field ``files``, one or more) → ``{success, files, message}``;
   ``GET /threads/{id}/uploads/list`` → ``{files, count}``; ``DELETE /threads/{id}/uploads/{name}`` →
-  ``{success, message}``. Each file is ``{filename, size, path, virtual_path, extension, modified}`` with
-  ``path`` = ``virtual_path`` = ``/mnt/user-data/uploads/{name}``, what the model sees
+  ``{success, message}``; ``GET /threads/{id}/uploads/limits`` → ``{max_files, max_file_size, max_total_size}``
+  (``api.uploads``, also for a thread id not used yet: the app asks before a new chat's first upload; a request
+  over them is 413 with DeerFlow's words, nothing stored). Each file is ``{filename, size, path, virtual_path,
+  extension, modified}`` with ``path`` = ``virtual_path`` = ``/mnt/user-data/uploads/{name}``, what the model sees
   (``bytedance/deer-flow: backend/app/gateway/routers/uploads.py`` has the same fields; hartflow serves no host
   path).
 - ``GET /threads/{id}/artifacts/{path}``: a file the run wrote under ``outputs``, addressed as DeerFlow's
@@ -41,6 +43,7 @@ from vocabulary.contracts import ThreadRef
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR, VIRTUAL_PATH_PREFIX, VIRTUAL_UPLOADS_DIR, is_upload_staging_file
 from workers.api.deps import ApiContext, api, path_thread
 from workers.api.ledger import existing_record
+from workers.api_settings import UploadLimits
 
 router = APIRouter()
 CallerThread = Annotated[ThreadRef, Depends(path_thread)]
@@ -109,6 +112,16 @@ def _save_uploads(context: ApiContext, thread: ThreadRef, uploads: list[tuple[st
         _store(files, thread, name, data)
 
 
+def _within_limits(limits: UploadLimits, uploads: list[tuple[str, bytes]]) -> None:
+    if len(uploads) > limits.max_files:
+        raise HTTPException(413, f"Too many files: maximum is {limits.max_files}")
+    for name, data in uploads:
+        if len(data) > limits.max_file_size:
+            raise HTTPException(413, f"File too large: {name}")
+    if sum(len(data) for _, data in uploads) > limits.max_total_size:
+        raise HTTPException(413, "Total upload size too large")
+
+
 @router.post("/threads/{thread_id}/uploads")
 async def upload_files(
     files: Annotated[list[UploadFile], File()], thread: CallerThread, context: Context
@@ -117,6 +130,7 @@ async def upload_files(
         raise HTTPException(422, "no files in the request (multipart field 'files')")
     names = _checked_names(files)
     uploads = [(name, await file.read()) for name, file in zip(names, files, strict=True)]
+    _within_limits(context.config.api.uploads, uploads)
     try:
         await asyncio.to_thread(_save_uploads, context, thread, uploads)
     except PathEscapeError as exc:
@@ -139,6 +153,17 @@ def _list_uploads(context: ApiContext, thread: ThreadRef) -> list[dict[str, Any]
             continue  # a folder the model made, or an upload still being written
         listed.append(_entry(name, info.size, info.modified.timestamp()))
     return listed
+
+
+@router.get("/threads/{thread_id}/uploads/limits")
+async def upload_limits(thread: CallerThread, context: Context) -> dict[str, int]:
+    """``api.uploads``, the sizes capped by ``api.max_body_bytes`` (a larger request never reaches the route)."""
+    limits, body = context.config.api.uploads, context.config.api.max_body_bytes
+    return {
+        "max_files": limits.max_files,
+        "max_file_size": min(limits.max_file_size, body),
+        "max_total_size": min(limits.max_total_size, body),
+    }
 
 
 @router.get("/threads/{thread_id}/uploads/list")

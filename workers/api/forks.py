@@ -98,6 +98,12 @@ def message_files(message: dict[str, Any]) -> tuple[str, ...]:
     return tuple(name for name in names if isinstance(name, str))
 
 
+def message_file_entries(message: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The upload entries (DeerFlow's ``{filename, size, path, status}``) a committed human message came with."""
+    files = (message.get("additional_kwargs") or {}).get("files") or []
+    return tuple(item for item in files if isinstance(item, dict) and isinstance(item.get("filename"), str))
+
+
 def message_id(message: dict[str, Any]) -> str | None:
     """The id the user's message was sent with (DynamicContext's ID swap adds ``__user``)."""
     found = message.get("id")

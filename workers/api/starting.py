@@ -8,7 +8,9 @@ one. Everything is checked before anything is written: a refused request starts 
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts; a thread whose run is still active is busy: 409 (``multitask_strategy``
   ``reject``, the only strategy served). A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
-  there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with.
+  there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with. The
+  message's ``additional_kwargs.files`` must name the thread's uploads (``workers/api/message_files.py``, checked
+  first), which reach the run as ``hartflow run --file`` does.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from workers.api import checkpoints, forks, records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import known_assistant
 from workers.api.limits import ApiBody
+from workers.api.message_files import attached_files
 from workers.api.outages import riding_out, storage_down
 from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
@@ -286,6 +289,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     body.modes()
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
+    attached = await attached_files(context, thread, _last_human(body))
     ledger = context.ledger
     if not await ledger.thread_exists(thread):
         if body.if_not_exists != "create":
@@ -319,7 +323,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             "wait for it to finish or cancel it (multitask_strategy 'reject')",
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
-    record.workflow_run_id = await _start(context, thread, body, record, fork)
+    record.workflow_run_id = await _start(context, thread, body, record, fork, attached)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
@@ -327,7 +331,12 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
 
 
 async def _start(
-    context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord, fork: forks.Fork | None
+    context: ApiContext,
+    thread: ThreadRef,
+    body: RunCreate,
+    record: records.RunRecord,
+    fork: forks.Fork | None,
+    attached: list[dict[str, Any]],
 ) -> str:
     rerun = fork.message if fork is not None else None
     message = rerun or _last_human(body)
@@ -344,7 +353,8 @@ async def _start(
         text,
         chosen.spec,
         settings,
-        files=forks.message_files(rerun) if rerun is not None else (),
+        files=forks.message_files(rerun) if rerun is not None else tuple(entry["filename"] for entry in attached),
+        file_entries=forks.message_file_entries(rerun) if rerun is not None else tuple(attached),
         message_id=message_id,
         memo={records.RUN_MEMO: records.memo_of(record)},
         base_version=None if fork is None else fork.base,

@@ -51,6 +51,9 @@ class RunStart:
     settings: RunSettings
     files: tuple[str, ...] = ()
     """The names of the uploads attached to this message (the run tells the model they are there)."""
+    file_entries: tuple[dict[str, Any], ...] = ()
+    """DeerFlow's entries for ``files`` (the Agent Server's, ``workers/api/message_files.py``), kept on the
+    message for the app's file cards; empty: the message names the files."""
     message_id: str | None = None
     """The client's id of the user message (DeerFlow's UI sends one): the message keeps it in the thread's state."""
     memo: Mapping[str, Any] = field(default_factory=dict)
@@ -103,6 +106,7 @@ class Runs:
                 base_version=run.base_version,
                 rerun_of=run.rerun_of,
                 title=run.title,
+                file_entries=list(run.file_entries) or None,
             ),
             id=run_workflow_id(thread.user_id, thread.thread_id),
             task_queue=self.task_queue,

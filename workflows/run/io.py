@@ -51,6 +51,9 @@ class RunInput:
     settings: RunSettings = field(default_factory=RunSettings)
     message_id: str | None = None
     files: list[str] = field(default_factory=list)
+    file_entries: list[dict[str, Any]] | None = None
+    """DeerFlow's entries for ``files`` (``{filename, size, path, status}``, as its app sends them): the message
+    keeps these in ``additional_kwargs["files"]`` instead of the bare names, so the app shows its file cards."""
     carried: CarriedRun | None = None
     subagent: SubagentTask | None = None
     """Set when this run is a subagent (``workflows/run/subagent.py``) working on a lead run's ``task`` call."""

@@ -3,8 +3,9 @@ subagent workflow (``workflows/run/subagent.py``) is the same workflow with :dat
 :data:`LEAD`.
 
 * the chain: DeerFlow's lead chain (with the run's MCP tools), or its subagent segment (``middlewares/chain.py``);
-* the catalog: a subagent never has ``ask_clarification`` (it cannot ask the user) nor, through its chain,
-  ``task`` (no recursion); a lead run lacks ``ask_clarification`` only when it runs non-interactively;
+* the catalog: a subagent never has ``ask_clarification`` (it cannot ask the user), ``present_files`` (DeerFlow's
+  subagents do not present: the lead does) nor, through its chain, ``task`` (no recursion); a lead run lacks
+  ``ask_clarification`` only when it runs non-interactively;
 * the thread: a lead run loads the thread's state and commits it back; a subagent's state is its own (one message
   list seeded with the task's prompt and the lead's sandbox), never loaded nor committed;
 * MCP: a lead run discovers its servers' tools; a subagent gets none (the lead's are not passed down yet);
@@ -26,6 +27,7 @@ from vocabulary.tools import ToolCatalog, ToolSpec
 from workflows.run.delegation import usage_of
 
 ASK_CLARIFICATION = "ask_clarification"
+PRESENT_FILES = "present_files"
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ LEAD = RunProfile(
 SUBAGENT = RunProfile(
     is_subagent=True,
     build_chain=lambda settings, mcp: build_subagent_chain(settings),
-    excluded_tools=lambda settings: frozenset({ASK_CLARIFICATION}),
+    excluded_tools=lambda settings: frozenset({ASK_CLARIFICATION, PRESENT_FILES}),
     owns_thread=False,
     discovers_mcp=False,
     usage=lambda chain, state: usage_of(state.messages),

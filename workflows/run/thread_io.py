@@ -55,7 +55,7 @@ async def start(
         fields.state = snapshot.state
         message = HumanMessage(content=input.message, id=input.message_id or ctx.uuid())
         if input.files:
-            message.additional_kwargs["files"] = list(input.files)
+            message.additional_kwargs["files"] = list(input.file_entries or input.files)
         parent = snapshot.version if input.base_version is None else input.base_version
         fields.lineage = CommitLineage(parent, message_id=message.id, input_of=input.rerun_of)
         if input.title:

@@ -1,5 +1,6 @@
 """A turn's tool calls: each through the wrap_tool_call chain, then to its executor (the tool activity, an MCP
-server, or a subagent for ``task``), all in parallel.
+server, a subagent for ``task``, or the run itself for ``present_files``: ``workflows/run/present_files.py``), all
+in parallel.
 
 The run workflow (``workflows/run/workflow.py``) hands each turn's calls to :class:`ToolTurn`, which applies the
 results to the run's state (``RunFields.state``) in call order and returns the clarification interrupt, if any,
@@ -27,6 +28,7 @@ from vocabulary.tools import ToolCatalog, ToolSpec
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
 from workflows.run.fields import RunFields
+from workflows.run.present_files import PRESENT_FILES_TOOL_NAME, present_files
 from workflows.run.visibility import Visibility
 
 
@@ -94,6 +96,10 @@ class ToolTurn:
         ctx.emit("tool_call", tool=name, call_id=call_id, args=preview)
         if request.tool.server is not None:
             return await mcp_tools.execute(request, summary=f"tool {label}")
+        if name == PRESENT_FILES_TOOL_NAME:
+            result = present_files(request, ctx.uuid())
+            ctx.emit("tool_result", tool=name, call_id=call_id, status="success")
+            return result
         return await self._call_tool_activity(request, request.tool, label)
 
     def _unknown_tool(self, request: ToolCallRequest) -> ToolMessage:
