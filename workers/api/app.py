@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
 from activities.storage import StorageError
-from workers.api import auth, discovery, files, models_route, runs, threads
+from workers.api import agents_route, assistants_route, auth, discovery, files, mcp_route, models_route, runs, threads
 from workers.api.deps import ApiContext
 from workers.api.outages import unreachable
 from workers.config import HartflowConfig
@@ -33,7 +33,12 @@ _log = logging.getLogger("hartflow.api")
 
 def routers() -> list[APIRouter]:
     """Every router the app serves (each at both prefixes)."""
-    return [discovery.router, threads.router, runs.router, files.router, models_route.router]
+    return [discovery.router, threads.router, runs.router, files.router, models_route.router, *settings_routers()]
+
+
+def settings_routers() -> list[APIRouter]:
+    """DeerFlow's settings pages: MCP servers and custom agents (also as LangGraph's assistants)."""
+    return [mcp_route.router, agents_route.router, assistants_route.router]
 
 
 def create_app(config: HartflowConfig, client: Client) -> FastAPI:

@@ -50,7 +50,7 @@ from workflows.run.io import ReplyInput, RunInput, RunView
 from workflows.run.model_call import ModelCall
 from workflows.run.pause import STOP_CLARIFICATION_TIMEOUT, Pause
 from workflows.run.profile import LEAD, RunProfile
-from workflows.run.prompt import SYSTEM_PROMPT
+from workflows.run.prompt import system_prompt
 from workflows.run.state_stream import run_events
 from workflows.run.tools import ToolTurn
 from workflows.run.view import closing_status, final_view, run_view, state_brief
@@ -99,6 +99,8 @@ class RunWorkflow:
         self._visibility = Visibility(self._ctx, fields)
         self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
         self._model_call = ModelCall(self._ctx, fields)
+        # A custom agent's SOUL is the lead's: DeerFlow's subagents get their own prompt, without it.
+        self._system_prompt = system_prompt(None if self.profile.is_subagent else settings.soul)
 
     # -- handlers: what clients may ask and tell a run ----------------------------------------------------
 
@@ -260,7 +262,7 @@ class RunWorkflow:
         self._visibility.update_details()
         request = ModelRequest(
             messages=list(fields.state.messages),
-            system_message=SystemMessage(SYSTEM_PROMPT),
+            system_message=SystemMessage(self._system_prompt),
             tools=list(self._catalog.tools.values()),
             state=fields.state,
             ctx=ctx,
