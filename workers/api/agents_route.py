@@ -67,12 +67,17 @@ def stored_name(name: str) -> str:
         raise HTTPException(422, str(exc)) from None
 
 
+def model_names(config: HartflowConfig) -> list[str]:
+    """The names ``GET /api/models`` lists: what an agent's ``model`` may be."""
+    listed = api_models(config)["models"] if config.models else configured_models(config)
+    return [str(entry["name"]) for entry in listed]
+
+
 def check_model(config: HartflowConfig, model: str | None) -> None:
     """A model ``GET /api/models`` lists (DeerFlow refuses an unknown one: it would silently fall back)."""
     if not model:
         return
-    listed = api_models(config)["models"] if config.models else configured_models(config)
-    names = [entry["name"] for entry in listed]
+    names = model_names(config)
     if model not in names:
         raise HTTPException(422, f"Unknown model {model[:100]!r}. Use a name GET /api/models lists: {names}")
 
