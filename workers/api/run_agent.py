@@ -53,10 +53,12 @@ def requested_model(config: HartflowConfig, requested: Any, agent: Agent | None)
     return agent.model
 
 
-def with_agent(settings: RunSettings, agent: Agent | None) -> RunSettings:
+async def personal_settings(context: ApiContext, user: str, settings: RunSettings, agent: Agent | None) -> RunSettings:
+    """``settings`` with the user's MCP servers and the agent's SOUL and skills."""
+    update: dict[str, Any] = {"mcp_servers": await user_mcp_servers(context, user)}
     if agent is None:
-        return settings
-    update: dict[str, Any] = {"agent_name": agent.name, "soul": agent.soul or None}
+        return settings.model_copy(update=update)
+    update |= {"agent_name": agent.name, "soul": agent.soul or None}
     if agent.skills is not None:
         middlewares = settings.middlewares
         activation = middlewares.skill_activation.model_copy(update={"available_skills": list(agent.skills)})

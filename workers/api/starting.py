@@ -32,7 +32,7 @@ from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.limits import ApiBody
 from workers.api.outages import riding_out, storage_down
-from workers.api.run_agent import requested_model, run_agent, user_mcp_servers, with_agent
+from workers.api.run_agent import personal_settings, requested_model, run_agent
 from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows.run import ReplyInput, message_problem
@@ -327,12 +327,8 @@ async def _start(
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, requested_model(context.config, body.option("model_name"), agent))
-    settings = with_agent(run_settings(context, body), agent).model_copy(
-        update={
-            "model_capabilities": chosen.settings.model_capabilities,
-            "mcp_servers": await user_mcp_servers(context, thread.user_id),
-        }
-    )
+    settings = await personal_settings(context, thread.user_id, run_settings(context, body), agent)
+    settings = settings.model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
     run = RunStart(
         thread, text, chosen.spec, settings, message_id=message_id, memo={records.RUN_MEMO: records.memo_of(record)}
