@@ -42,6 +42,12 @@ class RunSettings(_Strict):
         description="the enabled MCP servers whose tools this run gets; filled in from mcp.servers and "
         "mcp.config_file (setting it under run: is an error)",
     )
+    agent_name: str | None = Field(
+        None, description="the custom agent this run is (set by the API from assistant_id or agent_name)"
+    )
+    soul: str | None = Field(
+        None, description="DeerFlow's SOUL.md: personality and rules, in the lead agent's system prompt (<soul>)"
+    )
     extensions: list[str] = Field(
         default_factory=list,
         description="extra middlewares as 'module:Class' (zero-argument), placed after LoopDetection, before "

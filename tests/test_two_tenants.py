@@ -112,6 +112,15 @@ def run_bodies(ids: Ids) -> list[Req]:
     ]
 
 
+def bobs_agent(ids: Ids) -> str:
+    """An agent name of bob's own for each side of the walk (both sides run at once: one name would conflict);
+    it holds the side's thread id, so the two refusals compare equal once the ids are swapped."""
+    return f"bob-{ids.thread_id}"
+
+
+SETTINGS_OF_BOBS = "bob's own settings document (an agent, his MCP servers) under users/bob/: it names no thread"
+
+
 CREATES_RUN = (
     "a run on a thread id the caller has not used, with if_not_exists: create, creates the caller's own thread of "
     "that name (thread ids are per user), and its workflow is hartflow:{caller}:{thread}"
@@ -134,6 +143,26 @@ ROUTES: dict[tuple[str, str], Walk] = {
     ("GET", "/models"): Walk(lambda ids: [Req()]),
     ("POST", "/assistants/search"): Walk(lambda ids: [Req(json={"graph_id": "hartflow"})]),
     ("GET", "/assistants/{assistant_id}"): Walk(lambda ids: [Req(path={"assistant_id": "hartflow"})]),
+    # Settings (tests/test_settings_agents.py proves them per user): bob's own documents, under users/bob/.
+    ("POST", "/assistants"): Walk(
+        lambda ids: [Req(json={"graph_id": "lead_agent", "assistant_id": bobs_agent(ids)})],
+        creates_own=SETTINGS_OF_BOBS,
+    ),
+    ("PATCH", "/assistants/{assistant_id}"): Walk(
+        lambda ids: [Req(path={"assistant_id": bobs_agent(ids)}, json={"context": {"soul": "bob's"}})]
+    ),
+    ("DELETE", "/assistants/{assistant_id}"): Walk(lambda ids: [Req(path={"assistant_id": bobs_agent(ids)})]),
+    ("GET", "/mcp/config"): Walk(lambda ids: [Req()]),
+    ("PUT", "/mcp/config"): Walk(lambda ids: [Req(json={"mcp_servers": {}})], creates_own=SETTINGS_OF_BOBS),
+    ("PATCH", "/mcp/config"): Walk(lambda ids: [Req(json={"server_name": "nobodys", "enabled": False})]),
+    ("GET", "/agents"): Walk(lambda ids: [Req()]),
+    ("GET", "/agents/check"): Walk(lambda ids: [Req(params={"name": bobs_agent(ids)})]),
+    ("POST", "/agents"): Walk(
+        lambda ids: [Req(json={"name": bobs_agent(ids), "soul": "bob's"})], creates_own=SETTINGS_OF_BOBS
+    ),
+    ("GET", "/agents/{name}"): Walk(lambda ids: [Req(path={"name": bobs_agent(ids)})]),
+    ("PUT", "/agents/{name}"): Walk(lambda ids: [Req(path={"name": bobs_agent(ids)}, json={"soul": "bob's"})]),
+    ("DELETE", "/agents/{name}"): Walk(lambda ids: [Req(path={"name": bobs_agent(ids)})]),
     ("POST", "/threads"): Walk(
         lambda ids: [
             Req(json={"thread_id": ids.thread_id, "metadata": {"owner": "bob"}}),
@@ -250,6 +279,8 @@ CLI: dict[str, Command] = {
     "sandboxes": Command(not_walked="Kubernetes pods (an operator's command): no thread data"),
     "skills": Command(not_walked="the skills folder of the installation: no user's data"),
     "tools": Command(not_walked="the tools a run gets: no user's data"),
+    "mcp": Command(lambda thread, _: [["mcp", "show", "--json"], ["mcp", "disable", "nobodys", "--json"]]),
+    "agents": Command(lambda thread, _: [["agents", "list", "--json"], ["agents", "show", "bob-x", "--json"]]),
 }
 """Every command of the CLI (``workers/cli/parser.py``), classified. A command missing here fails the test."""
 

@@ -126,7 +126,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     files = ThreadFiles(objects, config.home, exclude=frozenset(config.storage.sync_exclude))
     images = ImageActivities(files)
     tools = ToolActivities(provider, files=files)
-    mcp = McpActivities(config.mcp.enabled(), files=files)  # one session pool per worker process
+    mcp = McpActivities(config.mcp.enabled(), files=files, objects=objects)  # one session pool per worker process
     breaker = LlmBreakerActivities()  # one per process: its checks share what it keeps of the breaker
     return [
         store.load,

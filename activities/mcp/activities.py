@@ -22,8 +22,10 @@ from temporalio.exceptions import ApplicationError
 from activities.contract import implements
 from activities.heartbeat import heartbeating
 from activities.mcp.content import render
+from activities.mcp.overlay import load_overlay, resolved_user_server
 from activities.mcp.pool import McpSessionPool, describe_failure
 from activities.mcp.settings import McpConfigError, McpServerSettings, ResolvedServer, redact, resolve
+from activities.storage import ObjectStore
 from activities.thread_files import ThreadFiles
 from vocabulary.contracts import (
     MCP_CALL_TOOL,
@@ -48,21 +50,26 @@ class McpActivities:
         files: ThreadFiles | None = None,
         pool: McpSessionPool | None = None,
         environ: Mapping[str, str] | None = None,
+        objects: ObjectStore | None = None,
     ) -> None:
         self._servers = dict(servers)
+        self._objects = objects
+        """Where users' own servers are (``activities/mcp/overlay.py``); ``None``: the config's servers only."""
         self._files = files
         self.pool = pool or McpSessionPool()
         self._environ = environ
 
     @implements(MCP_LIST_TOOLS)
     async def list_tools(self, input: McpListToolsInput) -> McpListToolsResult:
-        reports = await heartbeating(asyncio.gather(*(self._list(name) for name in input.servers)), _HEARTBEAT_SECONDS)
+        reports = await heartbeating(
+            asyncio.gather(*(self._list(name, input.user_id) for name in input.servers)), _HEARTBEAT_SECONDS
+        )
         return McpListToolsResult(list(reports))
 
     @implements(MCP_CALL_TOOL)
     async def call_tool(self, input: McpCallInput) -> McpCallOutput:
         try:
-            server = self._resolve(input.server)
+            server = await self._resolve(input.server, input.thread.user_id)
         except McpConfigError as exc:
             raise ApplicationError(str(exc), type="McpConfigError", non_retryable=True) from None
         try:
@@ -87,9 +94,9 @@ class McpActivities:
         text = redact(rendered.text, server.secrets)
         return McpCallOutput(text, is_error=result.is_error, viewed_images=rendered.viewed_images)
 
-    async def _list(self, name: str) -> McpServerTools:
+    async def _list(self, name: str, user_id: str | None) -> McpServerTools:
         try:
-            server = self._resolve(name)
+            server = await self._resolve(name, user_id)
         except McpConfigError as exc:
             return McpServerTools(name, error=str(exc))
         try:
@@ -106,11 +113,16 @@ class McpActivities:
             ],
         )
 
-    def _resolve(self, name: str) -> ResolvedServer:
+    async def _resolve(self, name: str, user_id: str | None) -> ResolvedServer:
+        """The config's server of that name, else the user's own (read now: an edit reaches the next session)."""
         settings = self._servers.get(name)
-        if settings is None:
-            raise McpConfigError(f"MCP server {name!r} is not configured (or not enabled) on this worker")
-        return resolve(name, settings, self._environ)
+        if settings is not None:
+            return resolve(name, settings, self._environ)
+        if user_id is not None and self._objects is not None:
+            own = (await asyncio.to_thread(load_overlay, self._objects, user_id)).servers.get(name)
+            if own is not None and own.enabled:
+                return resolved_user_server(name, own)
+        raise McpConfigError(f"MCP server {name!r} is not configured (or not enabled) on this worker")
 
     async def close(self) -> None:
         await self.pool.close()

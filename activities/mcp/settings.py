@@ -52,6 +52,11 @@ class McpSettings(BaseModel):
     config_file: Path | None = Field(
         None, description="DeerFlow's extensions_config.json: its mcpServers join servers (servers win on a name)"
     )
+    api_stdio_commands: list[str] = Field(
+        default_factory=list,
+        description="commands a user's own stdio server may run (PUT /api/mcp/config, hartflow mcp set); "
+        "empty: users add sse/http servers only",
+    )
 
     @model_validator(mode="after")
     def _names(self) -> McpSettings:
@@ -71,6 +76,11 @@ class McpSettings(BaseModel):
 
 class McpConfigError(ValueError):
     """An MCP setting that cannot be used; the message names the file, the server and the key."""
+
+
+def is_env_reference(value: str) -> bool:
+    """``$NAME``: a value read from the worker's environment when a session opens."""
+    return _ENV_REFERENCE.match(value) is not None
 
 
 def check_server_name(name: str) -> None:

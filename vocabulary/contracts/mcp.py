@@ -12,7 +12,10 @@ from vocabulary.contracts.thread import ThreadRef
 @dataclass
 class McpListToolsInput:
     servers: list[str]
-    """Names of the servers to ask, as the worker's config spells them."""
+    """Names of the servers to ask, as the worker's config spells them (or the user's own, below)."""
+    user_id: str | None = None
+    """Whose run asks: a name the config does not have is one of this user's own servers
+    (``activities/mcp/overlay.py``)."""
 
 
 @dataclass

@@ -19,9 +19,12 @@ from temporalio.service import RPCError
 
 from activities.storage import StorageError
 from workers.api import (
+    agents_route,
+    assistants_route,
     auth,
     discovery,
     files,
+    mcp_route,
     message_page,
     models_route,
     replays,
@@ -56,6 +59,9 @@ def routers() -> list[APIRouter]:
         run_events.router,
         token_usage.router,
         message_page.router,
+        mcp_route.router,
+        agents_route.router,
+        assistants_route.router,
     ]
 
 

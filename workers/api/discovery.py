@@ -1,15 +1,14 @@
-"""Health, server info and the one assistant: ``hartflow`` (DeerFlow's frontend asks for ``lead_agent``)."""
+"""Health, server info and the built-in assistant: ``hartflow`` (DeerFlow's frontend asks for ``lead_agent``); the
+assistants routes, with the users' custom agents, are ``workers/api/assistants_route.py``."""
 
 from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
-from pydantic import ConfigDict
+from fastapi import APIRouter
 
 from workers.api.deps import User
-from workers.api.limits import ApiBody
 
 ASSISTANT_ID = "hartflow"
 ASSISTANT_ALIASES = frozenset({ASSISTANT_ID, "lead_agent"})
@@ -40,13 +39,6 @@ def assistant(assistant_id: str = ASSISTANT_ID) -> dict[str, Any]:
     }
 
 
-def known_assistant(assistant_id: str) -> str:
-    """``assistant_id`` if the server has it, else 404."""
-    if assistant_id not in ASSISTANT_ALIASES:
-        raise HTTPException(404, f"assistant {assistant_id!r} not found (this server has 'hartflow', 'lead_agent')")
-    return assistant_id
-
-
 @router.get("/ok")
 async def ok() -> dict[str, bool]:
     return {"ok": True}
@@ -55,21 +47,3 @@ async def ok() -> dict[str, bool]:
 @router.get("/info")
 async def info(_: User) -> dict[str, Any]:
     return {"version": server_version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
-
-
-class AssistantSearch(ApiBody):
-    model_config = ConfigDict(extra="allow")
-    graph_id: str | None = None
-    limit: int = 10
-    offset: int = 0
-
-
-@router.post("/assistants/search")
-async def search_assistants(body: AssistantSearch, _: User) -> list[dict[str, Any]]:
-    found = [assistant(name) for name in sorted(ASSISTANT_ALIASES) if body.graph_id in (None, name)]
-    return found[body.offset : body.offset + body.limit]
-
-
-@router.get("/assistants/{assistant_id}")
-async def get_assistant(assistant_id: str, _: User) -> dict[str, Any]:
-    return assistant(known_assistant(assistant_id))

@@ -27,15 +27,16 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.agents_store import Agent
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import checkpoints, forks, records, status
 from workers.api.deps import ApiContext
-from workers.api.discovery import known_assistant
 from workers.api.limits import ApiBody
 from workers.api.message_files import attached_files
 from workers.api.outages import riding_out, storage_down
+from workers.api.run_agent import personal_settings, requested_model, run_agent
 from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows.run import ReplyInput, message_problem
@@ -285,7 +286,7 @@ async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> N
 
 async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> records.RunRecord:
     """Start or resume the thread's workflow for this request and record the API run; refusals raise first."""
-    known_assistant(body.assistant_id)
+    agent = await run_agent(context, thread.user_id, body.assistant_id, body.option("agent_name"))
     body.modes()
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
@@ -323,7 +324,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             "wait for it to finish or cancel it (multitask_strategy 'reject')",
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
-    record.workflow_run_id = await _start(context, thread, body, record, fork, attached)
+    record.workflow_run_id = await _start(context, thread, body, record, fork, attached, agent)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
@@ -337,6 +338,7 @@ async def _start(
     record: records.RunRecord,
     fork: forks.Fork | None,
     attached: list[dict[str, Any]],
+    agent: Agent | None,
 ) -> str:
     rerun = fork.message if fork is not None else None
     message = rerun or _last_human(body)
@@ -344,8 +346,9 @@ async def _start(
     problem = message_problem(text, context.config.run.max_message_chars)
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
-    chosen = model_spec(context, body.option("model_name"))
-    settings = run_settings(context, body).model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
+    chosen = model_spec(context, requested_model(context.config, body.option("model_name"), agent))
+    settings = await personal_settings(context, thread.user_id, run_settings(context, body), agent)
+    settings = settings.model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     sent_id = message.get("id") if message is not None else None
     message_id = forks.message_id(rerun) if rerun is not None else sent_id if isinstance(sent_id, str) else None
     run = RunStart(

@@ -10,6 +10,7 @@ from typing import Any, get_args
 from workers.cli.inspection import cmd_events, cmd_runs, cmd_state, cmd_status
 from workers.cli.processes import cmd_demo, cmd_dev, cmd_sandboxes, cmd_serve, cmd_worker
 from workers.cli.runs import cmd_cancel, cmd_reply, cmd_run
+from workers.cli.settings import cmd_agents, cmd_mcp
 from workers.cli.threads import cmd_skills, cmd_threads, cmd_tools, cmd_upload
 from workflows.run import RunStatus
 
@@ -147,6 +148,29 @@ COMMANDS: tuple[Command, ...] = (
         cmd_skills,
         "the skills users can activate with /skill-name",
         (arg("action", choices=["list"]),),
+    ),
+    Command(
+        "mcp",
+        cmd_mcp,
+        "your MCP servers: show them, set your own from a JSON file, enable or disable one",
+        (
+            arg("action", choices=["show", "set", "enable", "disable"]),
+            arg("name", nargs="?", metavar="NAME|FILE", help="enable/disable: the server; set: the JSON file"),
+        ),
+    ),
+    Command(
+        "agents",
+        cmd_agents,
+        "your custom agents (DeerFlow's): list, show, create, delete",
+        (
+            arg("action", choices=["list", "show", "create", "delete"]),
+            arg("name", nargs="?", metavar="NAME"),
+            arg("--description", help="create: what the agent is for"),
+            arg("--model", metavar="NAME", help="create: a model GET /api/models lists (default: the server's)"),
+            arg("--soul-file", metavar="FILE", help="create: the agent's SOUL.md (personality and rules)"),
+            arg("--skill", action="append", metavar="NAME", help="create: a skill it may use (repeatable)"),
+            arg("--tool-group", action="append", metavar="NAME", help="create: a tool group (repeatable)"),
+        ),
     ),
     Command(
         "tools",

@@ -78,7 +78,7 @@ async def discover(ctx: RunContext, servers: list[str]) -> McpListToolsResult:
     result = await call_activity(
         ctx,
         MCP_LIST_TOOLS,
-        McpListToolsInput(list(servers)),
+        McpListToolsInput(list(servers), ctx.thread.user_id),
         summary=f"discover MCP tools · {', '.join(servers)}",
         options=_DISCOVERY_OPTIONS,
     )

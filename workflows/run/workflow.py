@@ -51,7 +51,7 @@ from workflows.run.io import ReplyInput, RunInput, RunView
 from workflows.run.model_call import ModelCall
 from workflows.run.pause import STOP_CLARIFICATION_TIMEOUT, Pause
 from workflows.run.profile import LEAD, RunProfile
-from workflows.run.prompt import SYSTEM_PROMPT
+from workflows.run.prompt import system_prompt
 from workflows.run.state_stream import run_events
 from workflows.run.step_reports import SUBAGENT_STEP_SIGNAL, StepReports, SubagentStep, record_step
 from workflows.run.tools import ToolTurn
@@ -103,6 +103,8 @@ class RunWorkflow:
         self._model_call = ModelCall(self._ctx, fields)
         carried = input.carried.state.messages if input.carried is not None else ()
         self._steps = StepReports(input.subagent, input.model, carried=carried)
+        # A custom agent's SOUL is the lead's: DeerFlow's subagents get their own prompt, without it.
+        self._system_prompt = system_prompt(None if self.profile.is_subagent else settings.soul)
 
     # -- handlers: what clients may ask and tell a run ----------------------------------------------------
 
@@ -274,7 +276,7 @@ class RunWorkflow:
         self._visibility.update_details()
         request = ModelRequest(
             messages=list(fields.state.messages),
-            system_message=SystemMessage(SYSTEM_PROMPT),
+            system_message=SystemMessage(self._system_prompt),
             tools=list(self._catalog.tools.values()),
             state=fields.state,
             ctx=ctx,
