@@ -20,6 +20,7 @@ from temporalio.service import RPCError
 from activities.storage import StorageError
 from workers.api import auth, discovery, files, models_route, runs, threads
 from workers.api.deps import ApiContext
+from workers.api.gateway_extras import small_routers
 from workers.api.outages import unreachable
 from workers.config import HartflowConfig
 
@@ -33,7 +34,7 @@ _log = logging.getLogger("hartflow.api")
 
 def routers() -> list[APIRouter]:
     """Every router the app serves (each at both prefixes)."""
-    return [discovery.router, threads.router, runs.router, files.router, models_route.router]
+    return [discovery.router, threads.router, runs.router, files.router, models_route.router, *small_routers()]
 
 
 def create_app(config: HartflowConfig, client: Client) -> FastAPI:
