@@ -1,17 +1,17 @@
 """DeerFlow's IM channels and its Lark/Feishu integration: not served by hartflow. Every route the app reads on
-page load answers "none configured" in the app's shape; every route that would configure one is a 501 whose
-``detail`` the app shows as its error toast.
+page load answers "none configured" in the app's shape; every route that would configure one is a 400 whose
+``detail`` the app shows as its error toast (DeerFlow's own answer while channel connections are disabled).
 
 * ``GET /api/channels/providers`` → ``{enabled: false, providers: []}``: the sidebar's Channels section hides
   itself (``bytedance/deer-flow: frontend/src/components/workspace/channels/workspace-channels-list.tsx``);
   ``GET /api/channels/connections`` → ``{connections: []}`` (``frontend/src/core/channels/api.ts``, shapes in
   ``frontend/src/core/channels/types.ts``, DeerFlow's ``backend/app/gateway/routers/channel_connections.py``).
 * ``POST /api/channels/{provider}/connect``, ``POST|DELETE /api/channels/{provider}/runtime-config``,
-  ``DELETE /api/channels/connections/{id}`` → 501.
+  ``DELETE /api/channels/connections/{id}`` → 400.
 * ``GET /api/integrations/lark/status`` → the status of an integration that is not installed, its CLI
   unavailable and its auth ``unavailable``, each saying why (``frontend/src/core/integrations/lark/types.ts``,
   ``LarkIntegrationStatus``; read by ``frontend/src/components/workspace/settings/integrations-settings-page.tsx``);
-  the lark writes (install, config and auth steps) → 501.
+  the lark writes (install, config and auth steps) → 400.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ async def channel_connections() -> dict[str, Any]:
 @router.post("/channels/{provider}/runtime-config")
 @router.delete("/channels/{provider}/runtime-config")
 async def configure_channel(provider: str) -> None:
-    raise HTTPException(501, CHANNELS_NOT_SERVED)
+    raise HTTPException(400, CHANNELS_NOT_SERVED)
 
 
 @router.delete("/channels/connections/{connection_id}")
 async def disconnect_channel(connection_id: str) -> None:
-    raise HTTPException(501, CHANNELS_NOT_SERVED)
+    raise HTTPException(400, CHANNELS_NOT_SERVED)
 
 
 @router.get("/integrations/lark/status")
@@ -75,7 +75,7 @@ async def lark_status() -> dict[str, Any]:
 
 
 async def lark_not_served() -> None:
-    raise HTTPException(501, LARK_NOT_SERVED)
+    raise HTTPException(400, LARK_NOT_SERVED)
 
 
 for _action in LARK_WRITES:
