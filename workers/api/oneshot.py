@@ -76,9 +76,10 @@ _THINK_OPEN = re.compile(r"<think\b[^>]*>", re.IGNORECASE)
 
 def clean_answer(text: str, *, cut_at_unclosed_think: bool) -> str:
     """The answer without reasoning ``<think>`` blocks and without one wrapping markdown code fence (DeerFlow's
-    ``strip_think_blocks`` then ``strip_markdown_code_fence``, ``deerflow/utils/llm_text.py``). A dangling
-    ``<think>`` is a model cut off mid-thought: with ``cut_at_unclosed_think`` the text ends there (for JSON
-    answers); without, it stays (a polished draft may mention the tag)."""
+    ``strip_think_blocks`` then ``strip_markdown_code_fence``, ``bytedance/deer-flow:
+    backend/packages/harness/deerflow/utils/llm_text.py``). A dangling ``<think>`` is a model cut off
+    mid-thought: with ``cut_at_unclosed_think`` the text ends there (for JSON answers); without, it stays (a
+    polished draft may mention the tag)."""
     text = _THINK_BLOCK.sub("", text)
     if cut_at_unclosed_think and (opened := _THINK_OPEN.search(text)) is not None:
         text = text[: opened.start()]
