@@ -49,6 +49,7 @@ from activities.storage import ObjectStore
 from activities.storage.payloads import encode_segment
 from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.api.app import PREFIXES, create_app
+from workers.api.channels import LARK_WRITES
 from workers.cli import run_command
 from workers.cli.parser import COMMANDS
 from workers.config import HartflowConfig, open_object_store
@@ -231,6 +232,26 @@ ROUTES: dict[tuple[str, str], Walk] = {
             Req(path={"path": ARTIFACT}, params={"download": "true"}),
         ]
     ),
+    ("POST", "/input-polish"): Walk(
+        lambda ids: [Req(json={"text": "polish this", "thread_id": ids.thread_id})],
+        creates_own="no thread is read or written: the caller's own one-shot workflow (hartflow:{caller}:"
+        "input_polish.{hex}) asks the model, and only its payloads are stored",
+    ),
+    ("GET", "/suggestions/config"): Walk(lambda ids: [Req()]),
+    ("POST", "/threads/{thread_id}/suggestions"): Walk(
+        lambda ids: [Req(json={"messages": [{"role": "user", "content": "hi"}], "n": 3})]
+    ),
+    ("GET", "/features"): Walk(lambda ids: [Req()]),
+    ("GET", "/channels/providers"): Walk(lambda ids: [Req()]),
+    ("GET", "/channels/connections"): Walk(lambda ids: [Req()]),
+    ("POST", "/channels/{provider}/connect"): Walk(lambda ids: [Req(path={"provider": "telegram"})]),
+    ("POST", "/channels/{provider}/runtime-config"): Walk(
+        lambda ids: [Req(path={"provider": "slack"}, json={"values": {"bot_token": "t"}})]
+    ),
+    ("DELETE", "/channels/{provider}/runtime-config"): Walk(lambda ids: [Req(path={"provider": "slack"})]),
+    ("DELETE", "/channels/connections/{connection_id}"): Walk(lambda ids: [Req(path={"connection_id": "c1"})]),
+    ("GET", "/integrations/lark/status"): Walk(lambda ids: [Req()]),
+    **{("POST", f"/integrations/lark/{step}"): Walk(lambda ids: [Req(json={})]) for step in LARK_WRITES},
 }
 """Every route of the app (without its prefix), classified. A route missing here fails the test."""
 
@@ -336,7 +357,11 @@ def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any
     return make_config(
         home,
         temporal_address,
-        model=write_script(tmp_path, [answer("fine")]),  # what a run without a model_name gets: bob's runs
+        # What a run without a model_name gets (bob's runs), and what bob's input polish and suggestions get.
+        model=write_script(
+            tmp_path,
+            [answer("fine"), {**answer("fine"), "for": "input_polish"}, {**answer('["ok?"]'), "for": "suggestions"}],
+        ),
         storage={**storage_backend, "payload_threshold_bytes": 1024},  # most payloads in storage, none lost
         api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
         # No memory extraction: it would change alice's memory while bob walks. Injection stays on, so a run of

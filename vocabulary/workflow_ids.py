@@ -7,6 +7,7 @@ id can block, signal or (through deleting "his" payloads) destroy the workflow t
 =====================================  =============================================================
 ``hartflow:{user_id}:{thread_id}``     a thread's runs (one open at a time: "one run per thread")
 ``…-task-{tool_call_id}``              a run's subagents (``workflows/delegation.child_workflow_id``)
+``hartflow:{user_id}:{purpose}.{hex}``  one model prompt of a small API route (``workflows/oneshot.py``)
 ``hartflow-memory-{user_id}``          a user's memory queue (``workflows/memory.py``)
 ``hartflow-breaker-{provider}-{model}``  the model's circuit breaker (``vocabulary/breaker.py``)
 ``hartflow-sandbox-sweep-{hex}``       a sandbox sweep (``hartflow sandboxes sweep``)
@@ -14,7 +15,8 @@ id can block, signal or (through deleting "his" payloads) destroy the workflow t
 
 User and thread ids are ``[A-Za-z0-9_-]`` (``vocabulary/paths.py``), so the ``:`` separators make a run's id
 name exactly one (user, thread) pair, and no id a user can cause (they all start with ``hartflow:``) can equal a
-memory or system id (they start with ``hartflow-``).
+memory or system id (they start with ``hartflow-``). A one-shot id is its user's too, and its ``.`` (in no thread
+id) keeps it apart from every thread's runs and subagents.
 
 Runs started before ids were per user have the **legacy** id ``hartflow-{thread_id}``, one namespace for every
 user. No new workflow is ever started under it; such a run is still found (``workers/client/threads.py``), but
@@ -22,6 +24,8 @@ only by the user its ``HartflowUserId`` search attribute names, and finishes and
 """
 
 from __future__ import annotations
+
+import re
 
 from vocabulary.paths import validate_thread_id, validate_user_id
 
@@ -37,3 +41,11 @@ def run_workflow_id(user_id: str, thread_id: str) -> str:
 def legacy_run_workflow_id(thread_id: str) -> str:
     """The id runs had before ids were per user: found and finished, never started anew."""
     return f"{LEGACY_RUN_PREFIX}{validate_thread_id(thread_id)}"
+
+
+def oneshot_workflow_id(user_id: str, purpose: str, nonce: str) -> str:
+    """The id of one one-shot prompt of ``user_id`` (``purpose``: ``input_polish``, ``suggestions``; ``nonce``: hex,
+    new per request)."""
+    if not re.fullmatch(r"[a-z_]+", purpose) or not re.fullmatch(r"[0-9a-f]+", nonce):
+        raise ValueError(f"a one-shot id takes a purpose [a-z_] and a hex nonce, not {purpose!r}, {nonce!r}")
+    return f"{RUN_PREFIX}{validate_user_id(user_id)}:{purpose}.{nonce}"

@@ -78,6 +78,24 @@ class UploadLimits(BaseModel):
     max_total_size: int = Field(100 * 1024 * 1024, ge=1, description="bytes the files of one request may have")
 
 
+class InputPolishSettings(BaseModel):
+    """The ``api.input_polish`` key: DeerFlow's rewrite of the composer's draft (``POST /api/input-polish``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="serve POST /api/input-polish (off: 404, as DeerFlow)")
+    max_chars: int = Field(4000, ge=1, description="longest draft accepted, after trimming")
+
+
+class SuggestionsSettings(BaseModel):
+    """The ``api.suggestions`` key: DeerFlow's follow-up questions after an answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(True, description="generate follow-up suggestions (off: the app shows none)")
+    max_suggestions: int = Field(3, ge=1, le=5, description="most suggestions asked of the model")
+
+
 class ApiSettings(BaseModel):
     """The ``api:`` key: who may call ``hartflow serve`` and what they may ask of it."""
 
@@ -101,6 +119,11 @@ class ApiSettings(BaseModel):
     )
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024, description="largest request body accepted")
     uploads: UploadLimits = Field(default_factory=UploadLimits, description="what one upload request may carry")
+    input_polish: InputPolishSettings = Field(default_factory=InputPolishSettings)
+    suggestions: SuggestionsSettings = Field(default_factory=SuggestionsSettings)
+    oneshot_timeout_seconds: float = Field(
+        60, gt=0, le=600, description="how long input polish or suggestions wait for a worker's model answer (504)"
+    )
 
     @model_validator(mode="after")
     def _tokens_fit_auth(self) -> ApiSettings:

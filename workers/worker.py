@@ -49,6 +49,7 @@ from workers.models import check_worker_models
 from workers.payloads import data_converter_for
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
+from workflows.oneshot import OneShotWorkflow
 from workflows.run import RunWorkflow
 from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
@@ -62,6 +63,7 @@ WORKFLOWS: Sequence[type] = (
     CircuitBreakerWorkflow,
     SandboxSweeperWorkflow,
     MemoryWorkflow,
+    OneShotWorkflow,
 )
 
 

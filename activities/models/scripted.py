@@ -14,10 +14,10 @@ retries, worker restarts and replay. Script format::
                  "retry_after": 0.5}, "times": 2}
     ]}
 
-Per purpose (``for``: ``agent`` by default, ``title``, ``summarization``, ``memory``) the entries form
-*call groups*: zero or more error entries followed by one response entry. Call k uses group k; attempt a
-(1-based) raises the error entry whose cumulative ``times`` covers a, later attempts get the response.
-A call with no group, or an attempt past a trailing error group that has no response, raises
+Per purpose (``for``: ``agent`` by default, ``title``, ``summarization``, ``memory``, ``input_polish``,
+``suggestions``) the entries form *call groups*: zero or more error entries followed by one response entry. Call
+k uses group k; attempt a (1-based) raises the error entry whose cumulative ``times`` covers a, later attempts get
+the response. A call with no group, or an attempt past a trailing error group that has no response, raises
 :class:`ScriptExhaustedError`.
 
 Response entries take ``content`` (string or content blocks) and/or ``tool_calls`` (``id`` optional:

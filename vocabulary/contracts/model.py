@@ -11,7 +11,7 @@ from langchain_core.messages import AIMessage, AnyMessage, SystemMessage
 from vocabulary.activity_ref import ActivityRef
 from vocabulary.contracts.thread import ThreadRef
 
-ModelPurpose = Literal["agent", "title", "summarization", "memory"]
+ModelPurpose = Literal["agent", "title", "summarization", "memory", "input_polish", "suggestions"]
 
 
 @dataclass

@@ -35,6 +35,7 @@ from workers.api import (
     token_usage,
 )
 from workers.api.deps import ApiContext
+from workers.api.gateway_extras import small_routers
 from workers.api.outages import unreachable
 from workers.config import HartflowConfig
 
@@ -62,6 +63,7 @@ def routers() -> list[APIRouter]:
         mcp_route.router,
         agents_route.router,
         assistants_route.router,
+        *small_routers(),
     ]
 
 
