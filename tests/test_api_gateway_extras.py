@@ -235,7 +235,7 @@ async def test_features_channels_and_integrations_answer_the_apps_page_loads(
         for prefix in ("", "/api"):
             features = await api.get(f"{prefix}/features")
             assert features.json() == {
-                "agents_api": {"enabled": True},  # /api/agents is served (workers/api/agents_route.py),
+                "agents_api": {"enabled": True},  # /api/agents is served (workers/api/agents_route.py)
                 "browser_control": {"enabled": False},
                 "mcp_tasks": {"enabled": False},
             }
