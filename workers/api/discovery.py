@@ -40,6 +40,11 @@ def assistant(assistant_id: str = ASSISTANT_ID) -> dict[str, Any]:
     }
 
 
+def assistant_graph(assistant_id: str) -> str:
+    """The graph an assistant runs: each of this server's assistants is its own graph (``assistant`` says so)."""
+    return str(assistant(assistant_id)["graph_id"])
+
+
 def known_assistant(assistant_id: str) -> str:
     """``assistant_id`` if the server has it, else 404."""
     if assistant_id not in ASSISTANT_ALIASES:

@@ -29,7 +29,7 @@ from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, status
 from workers.api.deps import ApiContext
-from workers.api.discovery import known_assistant
+from workers.api.discovery import assistant_graph, known_assistant
 from workers.api.limits import ApiBody
 from workers.api.outages import riding_out, storage_down
 from workers.client.runs import ReplyRefused, Runs, RunStart
@@ -314,6 +314,10 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
+    # As LangGraph's server does on every run: clients list a graph's threads by it (Agent Chat UI's sidebar).
+    await ledger.stamp_thread(
+        thread, {"graph_id": assistant_graph(body.assistant_id), "assistant_id": body.assistant_id}
+    )
     return record
 
 
