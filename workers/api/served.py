@@ -11,6 +11,9 @@ routes and streams that serve ``values``, message tuples and interrupts pass the
   LangGraph UI only hides ids prefixed ``do-not-render-`` and titles a thread by its first message. Left out of
   ``values``, they show nowhere and the thread's first message is the user's own (DynamicContext keeps it as
   ``X__user``, which DeerFlow's app matches to the ``X`` it sent).
+* **The user's message shows as typed.** Uploads prepends its ``<current_uploads>`` envelope to the message the
+  model reads and keeps the typed text in ``additional_kwargs.original_user_content``; that text is served as the
+  content (DeerFlow's app strips the envelope itself: ``stripUploadedFilesTag``, same file).
 * **A clarification reply shows as typed.** The reply is a hidden HumanMessage whose text is DeerFlow's protocol
   (``For your clarification "…", my answer is: …``, what the model reads) and whose
   ``additional_kwargs.human_input_response.value`` is what the user typed or chose
@@ -32,6 +35,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from middlewares.uploads import ORIGINAL_USER_CONTENT_KEY
+
 _SECRETS = re.compile(
     r"(?i)(?:\b(?:sk|rk|pk)-[A-Za-z0-9_-]{12,}|\bAIza[0-9A-Za-z_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
     r"|\bxox[abprs]-[A-Za-z0-9-]{10,}|\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"
@@ -52,6 +57,9 @@ def served_message(message: dict[str, Any]) -> dict[str, Any] | None:
         return None
     if message.get("type") == "human" and message.get("name") in HIDDEN_NAMES:
         return None
+    original = kwargs.get(ORIGINAL_USER_CONTENT_KEY)
+    if message.get("type") == "human" and isinstance(original, str) and original.strip():
+        return {**message, "content": original}
     return message
 
 

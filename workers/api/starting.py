@@ -6,7 +6,8 @@ one. Everything is checked before anything is written: a refused request starts 
   thread that is not interrupted → 400.
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
-* Otherwise a new workflow starts; a thread whose run is still active is busy: 409 (``multitask_strategy``
+* Otherwise a new workflow starts (the message's images stored as uploads and shown to a vision model:
+  ``workers/api/images.py``); a thread whose run is still active is busy: 409 (``multitask_strategy``
   ``reject``, the only strategy served).
 """
 
@@ -30,6 +31,7 @@ from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import assistant_graph, known_assistant
+from workers.api.images import message_images, require_vision, store_images
 from workers.api.limits import ApiBody
 from workers.api.outages import riding_out, storage_down
 from workers.client.runs import ReplyRefused, Runs, RunStart
@@ -185,6 +187,7 @@ def _last_human(body: RunCreate) -> dict[str, Any] | None:
 
 
 def message_content(message: dict[str, Any]) -> str:
+    """The message's text: a string, or its text blocks (its images: ``workers/api/images.py``)."""
     content = message.get("content")
     if isinstance(content, list):
         content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
@@ -323,16 +326,21 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
 
 async def _start(context: ApiContext, thread: ThreadRef, body: RunCreate, record: records.RunRecord) -> str:
     message = _last_human(body)
+    images = message_images(message)
+    names = tuple(image.name for image in images)
     text = message_content(message) if message is not None else ""
+    if images and not text:
+        text = f"(attached: {', '.join(names)})"
     problem = message_problem(text, context.config.run.max_message_chars)
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, body.option("model_name"))
+    require_vision(chosen, images)
+    await store_images(context, thread, images)
     settings = run_settings(context, body).model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     message_id = message.get("id") if message is not None and isinstance(message.get("id"), str) else None
-    run = RunStart(
-        thread, text, chosen.spec, settings, message_id=message_id, memo={records.RUN_MEMO: records.memo_of(record)}
-    )
+    memo = {records.RUN_MEMO: records.memo_of(record)}
+    run = RunStart(thread, text, chosen.spec, settings, files=names, images=names, message_id=message_id, memo=memo)
     try:
         handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
     except WorkflowAlreadyStartedError:

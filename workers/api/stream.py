@@ -103,7 +103,7 @@ class RunFrames:
             self.values = fold(self.values, data)
             message = served_message(data["message"]) if data.get("kind") == "message" else None
             if message is not None:
-                node = _NODES.get(message.get("type"), "__input__")
+                node = _NODES.get(str(message.get("type")), "__input__")
                 meta = {"langgraph_node": node, "run_id": self.record.run_id, "thread_id": self.record.thread_id}
                 self._add(frames, "messages-tuple", "messages", [message, meta])
                 self._add(frames, "updates", "updates", {node: {"messages": [message]}})

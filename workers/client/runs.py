@@ -51,6 +51,8 @@ class RunStart:
     settings: RunSettings
     files: tuple[str, ...] = ()
     """The names of the uploads attached to this message (the run tells the model they are there)."""
+    images: tuple[str, ...] = ()
+    """Which of ``files`` are images a vision model sees with the message."""
     message_id: str | None = None
     """The client's id of the user message (DeerFlow's UI sends one): the message keeps it in the thread's state."""
     memo: Mapping[str, Any] = field(default_factory=dict)
@@ -94,6 +96,7 @@ class Runs:
                 settings=run.settings,
                 message_id=run.message_id,
                 files=list(run.files),
+                images=list(run.images),
             ),
             id=run_workflow_id(thread.user_id, thread.thread_id),
             task_queue=self.task_queue,

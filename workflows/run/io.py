@@ -52,6 +52,8 @@ class RunInput:
     carried: CarriedRun | None = None
     subagent: SubagentTask | None = None
     """Set when this run is a subagent (``workflows/run/subagent.py``) working on a lead run's ``task`` call."""
+    images: list[str] = field(default_factory=list)
+    """Which of ``files`` are images the model sees with the message (a vision model: ``middlewares/view_image.py``)."""
 
 
 @dataclass

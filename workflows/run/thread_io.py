@@ -16,12 +16,14 @@ import workflows.run.carry as carry
 from middlewares._activity_call import call_activity
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext
+from middlewares.view_image import ATTACHED_IMAGES_KEY
 from vocabulary.contracts import (
     THREAD_COMMIT,
     THREAD_LOAD,
     ThreadCommitInput,
     ThreadLoadInput,
 )
+from vocabulary.paths import VIRTUAL_UPLOADS_DIR
 from vocabulary.state import ThreadState
 from workflows.run.fields import RunFields
 from workflows.run.io import RunInput
@@ -54,6 +56,8 @@ async def start(
         message = HumanMessage(content=input.message, id=input.message_id or ctx.uuid())
         if input.files:
             message.additional_kwargs["files"] = list(input.files)
+        if input.images:
+            message.additional_kwargs[ATTACHED_IMAGES_KEY] = [f"{VIRTUAL_UPLOADS_DIR}/{name}" for name in input.images]
     else:
         task = input.subagent
         sandbox = {"sandbox_id": task.sandbox_id} if task is not None and task.sandbox_id else None
