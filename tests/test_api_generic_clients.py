@@ -18,12 +18,16 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client
+from temporalio.exceptions import ActivityError, ApplicationError
 
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
+from workers.api.served import error_frame, redacted
 from workers.config import HartflowConfig, open_object_store
 from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
 from workers.worker import connect
+from workflows.run.fields import RunFields
+from workflows.run.view import run_error
 
 APP = "http://localhost:3000"
 """Agent Chat UI's dev server (``pnpm dev``), the page that calls the server when it is the Deployment URL."""
@@ -230,3 +234,24 @@ async def test_a_failed_runs_error_frame_says_why_without_the_key(url: str, scri
     with pytest.raises(Exception, match="AuthenticationError") as raised:  # the SDK raises runs.wait's __error__
         await sdk.runs.wait(thread_id, "hartflow", input={"messages": [user("again")]}, context=context)
     assert "[redacted]" in str(raised.value) and KEY not in str(raised.value)
+
+
+def test_a_failed_runs_error_is_its_root_cause_and_keys_are_redacted() -> None:
+    """The other path to the ``error`` frame: a run that failed (not DeerFlow's fallback answer) records the root
+    cause of its failure; the frame redacts what looks like a credential."""
+    failure = ActivityError(
+        "activity failed",
+        scheduled_event_id=1,
+        started_event_id=2,
+        identity="w",
+        activity_type="model.invoke",
+        activity_id="1",
+        retry_state=None,
+    )
+    failure.__cause__ = ApplicationError("provider said: Bearer abcdefgh12345678", type="BadRequestError")
+    recorded = run_error(RunFields(), "error", failure)
+    assert recorded == {"error": {"type": "BadRequestError", "message": "provider said: Bearer abcdefgh12345678"}}
+    assert error_frame("r1", recorded["error"]) == {"error": "BadRequestError", "message": "provider said: [redacted]"}
+    assert run_error(RunFields(), "completed", None) == {} and run_error(RunFields(), "cancelled", failure) == {}
+    assert error_frame("r1", None) == {"error": "RunFailed", "message": "run r1 failed"}
+    assert redacted(f'{{"api_key": "{KEY[3:]}"}} and {KEY}') == '{"[redacted]"} and [redacted]'
