@@ -17,12 +17,14 @@ from typing import Any
 import httpx
 import pytest
 from langgraph_sdk import get_client
+from pydantic import ValidationError
 from temporalio.client import Client
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import ThreadRef
 from workers.api.served import error_frame, redacted
+from workers.api_settings import ApiSettings
 from workers.config import HartflowConfig, open_object_store
 from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
 from workers.worker import connect
@@ -255,3 +257,15 @@ def test_a_failed_runs_error_is_its_root_cause_and_keys_are_redacted() -> None:
     assert run_error(RunFields(), "completed", None) == {} and run_error(RunFields(), "cancelled", failure) == {}
     assert error_frame("r1", None) == {"error": "RunFailed", "message": "run r1 failed"}
     assert redacted(f'{{"api_key": "{KEY[3:]}"}} and {KEY}') == '{"[redacted]"} and [redacted]'
+
+
+def test_cors_origins_are_checked_when_the_config_loads() -> None:
+    assert ApiSettings(cors_origins=["https://Chat.Example.com/"]).cors_origins == ["https://chat.example.com"]
+    assert ApiSettings(auth="bearer", tokens=[{"user_id": "a", "token_sha256": "0" * 64}], cors_origins=["*"])
+    for origins, problem in (
+        (["*"], "needs auth bearer or jwt"),
+        (["https://chat.example.com/app"], "is not an origin"),
+        (["chat.example.com"], "is not an origin"),
+    ):
+        with pytest.raises(ValidationError, match=problem):
+            ApiSettings(cors_origins=origins)
