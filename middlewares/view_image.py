@@ -6,7 +6,11 @@ Hooks
 * ``wrap_tool_call`` — a ``view_image`` call is checked by the ``image.inspect`` activity (allowed folders,
   format by magic number, 20 MiB cap). Success writes **thread state**: ``viewed_images[path] = {mime_type,
   size, sha256, actual_path}`` and ``Successfully read image``; never the image bytes.
-* ``before_model`` — when the last AIMessage called ``view_image`` and all its calls have results, the
+* ``before_agent`` — images that came with the user's message (``additional_kwargs["attached_images"]``: their
+  uploads' virtual paths, set from ``RunInput.images``, which the Agent Server fills from a message's image
+  blocks, ``workers/api/images.py``) are inspected like a ``view_image`` call and recorded in ``viewed_images``.
+* ``before_model`` — when the last AIMessage called ``view_image`` and all its calls have results, or the user's
+  message brought images and no answer followed it yet, the
   ``image.load`` activity reads every viewed image again and a hidden multimodal HumanMessage
   (``view-image-context:…``, ``deerflow_view_image_context``) is appended for this model call; an image that
   vanished or changed since it was viewed is named instead of shown. **Thread state**, transient:
@@ -34,6 +38,7 @@ from vocabulary.contracts import (
     IMAGE_INSPECT,
     IMAGE_LOAD,
     ImageInspectInput,
+    ImageInspectResult,
     ImageLoadInput,
     ViewedImage,
 )
@@ -44,6 +49,7 @@ from vocabulary.tools import MCP_IMAGES_KEY, ToolSpec
 TOOL_NAME = "view_image"
 CONTEXT_ID_PREFIX = "view-image-context:"
 CONTEXT_MARKER_KEY = "deerflow_view_image_context"
+ATTACHED_IMAGES_KEY = "attached_images"
 CONTEXT_HEADER = "Here are the images you've viewed:"
 NO_IMAGES_TEXT = "No images have been viewed."
 SUCCESS_TEXT = "Successfully read image"
@@ -107,6 +113,16 @@ def should_inject(messages: Sequence[BaseMessage]) -> bool:
     )
 
 
+def attached_images(messages: Sequence[BaseMessage]) -> list[str]:
+    """The images the latest user message brought, while no model answer follows it (none otherwise)."""
+    for message in reversed(messages):
+        if isinstance(message, AIMessage):
+            return []
+        if isinstance(message, HumanMessage) and isinstance(message.additional_kwargs.get(ATTACHED_IMAGES_KEY), list):
+            return [path for path in message.additional_kwargs[ATTACHED_IMAGES_KEY] if isinstance(path, str)]
+    return []
+
+
 def image_blocks(images: list[ViewedImage], data_urls: list[str | None]) -> list[str | dict[str, Any]]:
     if not images:
         return [{"type": "text", "text": NO_IMAGES_TEXT}]
@@ -130,6 +146,11 @@ def _viewed(state: ThreadState) -> list[ViewedImage]:
         )
         for path, record in state.viewed_images.items()
     ]
+
+
+def _record(found: ImageInspectResult) -> dict[str, Any]:
+    """What ``viewed_images`` keeps of an inspected image: never its bytes."""
+    return {"mime_type": found.mime_type, "size": found.size, "sha256": found.sha256, "actual_path": found.actual_path}
 
 
 def _remove_image_context(state: ThreadState) -> StateUpdate | None:
@@ -159,17 +180,27 @@ class ViewImageMiddleware(Middleware):
         )
         if found.error is not None:
             return ToolMessage(found.error, tool_call_id=call_id, name=TOOL_NAME, status="error", id=ctx.uuid())
-        record = {
-            "mime_type": found.mime_type,
-            "size": found.size,
-            "sha256": found.sha256,
-            "actual_path": found.actual_path,
-        }
         message = ToolMessage(SUCCESS_TEXT, tool_call_id=call_id, name=TOOL_NAME, id=ctx.uuid())
-        return Command(update={"viewed_images": {path: record}, "messages": [message]})
+        return Command(update={"viewed_images": {path: _record(found)}, "messages": [message]})
+
+    async def before_agent(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
+        recorded: dict[str, Any] = {}
+        for path in attached_images(state.messages):
+            if path in state.viewed_images or path in recorded:
+                continue
+            found = await call_activity(
+                ctx,
+                IMAGE_INSPECT,
+                ImageInspectInput(ctx.thread, path),
+                summary=f"ViewImage.before_agent · inspect {path}",
+                options=_OPTIONS,
+            )
+            if found.error is None:  # the API checked it before the run started: only a file gone since fails
+                recorded[path] = _record(found)
+        return {"viewed_images": recorded} if recorded else None
 
     async def before_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
-        if not should_inject(state.messages):
+        if not should_inject(state.messages) and not attached_images(state.messages):
             return None
         images = _viewed(state)
         urls: list[str | None] = []

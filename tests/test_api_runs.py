@@ -161,7 +161,7 @@ async def test_clarification_is_an_interrupt_and_resume_continues_the_same_workf
     parts = await _pause(sdk, thread_id, scripts["ask"])
     last_values = [p.data for p in parts if p.event == "values"][-1]
     interrupt = last_values["__interrupt__"][0]
-    assert interrupt["value"]["kind"] == "human_input_request"
+    assert interrupt["value"]["human_input_request"]["kind"] == "human_input_request"
     thread = await sdk.threads.get(thread_id)
     assert thread["status"] == "interrupted"
     assert list(thread["interrupts"].values()) == [[interrupt]]
@@ -175,7 +175,7 @@ async def test_clarification_is_an_interrupt_and_resume_continues_the_same_workf
         await sdk.runs.create(thread_id, "hartflow", command={"resume": {"option_id": "nope"}})
     assert (await sdk.threads.get(thread_id))["status"] == "interrupted"
 
-    blue = next(o["id"] for o in interrupt["value"]["options"] if o["label"] == "blue")
+    blue = next(o["id"] for o in interrupt["value"]["human_input_request"]["options"] if o["label"] == "blue")
     resumed = await collect(sdk.runs.stream(thread_id, "hartflow", command={"resume": {"option_id": blue}}))
     final = [p.data for p in resumed if p.event == "values"][-1]
     assert final["messages"][-1]["content"] == "blue it is"
@@ -283,7 +283,7 @@ async def test_deerflows_reply_message_and_a_plain_message_answer_the_pause(
     sdk = get_client(url=url)
     thread_id = (await sdk.threads.create())["thread_id"]
     parts = await _pause(sdk, thread_id, scripts["ask"])
-    request = [p.data for p in parts if p.event == "values"][-1]["__interrupt__"][0]["value"]
+    request = [p.data for p in parts if p.event == "values"][-1]["__interrupt__"][0]["value"]["human_input_request"]
     red = next(o["id"] for o in request["options"] if o["label"] == "red")
     response = {
         "version": 1,

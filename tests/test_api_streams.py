@@ -186,7 +186,8 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
                 other.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id=paused[3].id)
             )
             assert frames(joined) == frames(paused)[3:]
-            blue = next(o["id"] for o in interrupt[0]["value"]["options"] if o["label"] == "blue")
+            offered = interrupt[0]["value"]["human_input_request"]["options"]
+            blue = next(o["id"] for o in offered if o["label"] == "blue")
             resumed = await collect(
                 other.runs.stream(thread_id, "hartflow", command={"resume": {"option_id": blue}}, stream_mode=MODES)
             )

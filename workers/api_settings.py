@@ -7,6 +7,7 @@ CLI, the bench), and none of them should import FastAPI, PyJWT or the cryptograp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from vocabulary.class_path import ClassPathError, check_class_path
 
 DEFAULT_MAX_BODY_BYTES = 64 * 1024 * 1024
+_ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?/?")
 Algorithm = Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"]
 
 
@@ -124,6 +126,19 @@ class ApiSettings(BaseModel):
     oneshot_timeout_seconds: float = Field(
         60, gt=0, le=600, description="how long input polish or suggestions wait for a worker's model answer (504)"
     )
+    cors_origins: list[str] | None = Field(
+        None,
+        description="web origins (scheme://host[:port], or '*' with bearer/jwt) whose pages may call the server; "
+        "unset: loopback origins only (http(s)://localhost, 127.x.x.x, [::1], any port)",
+    )
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins_are_origins(cls, origins: list[str] | None) -> list[str] | None:
+        for origin in origins or []:
+            if origin != "*" and not _ORIGIN.fullmatch(origin):
+                raise ValueError(f"{origin[:80]!r} is not an origin: scheme://host[:port], no path, or '*'")
+        return None if origins is None else [origin.rstrip("/").lower() for origin in origins]
 
     @model_validator(mode="after")
     def _tokens_fit_auth(self) -> ApiSettings:
@@ -135,6 +150,8 @@ class ApiSettings(BaseModel):
             raise ValueError(f"api.jwt and api.auth_hook apply only with auth 'jwt', not {self.auth!r}")
         if self.auth_hook is not None:
             check_hook_path(self.auth_hook)
+        if self.auth == "none" and "*" in (self.cors_origins or []):
+            raise ValueError("api.cors_origins '*' needs auth bearer or jwt: with 'none' any web page could drive it")
         digests = [token.token_sha256 for token in self.tokens]
         if len(set(digests)) != len(digests):
             raise ValueError("api.tokens lists the same token_sha256 twice")

@@ -3,7 +3,8 @@
 - ``api.auth: none`` — every request acts as the config's ``user_id``. Allowed only on a loopback address:
   ``hartflow serve`` asks :func:`unsafe_bind_problem` and exits 2 when another address would be open to anyone;
   and only for loopback clients naming a loopback ``Host``, with cross-site writes refused (403: see
-  ``workers/api/loopback.py`` for why binding loopback alone is not enough).
+  ``workers/api/loopback.py`` for why binding loopback alone is not enough). Which web pages may call from a
+  browser (CORS, ``api.cors_origins``) and how a body without a JSON type is read: ``workers/api/cors.py``.
 - ``api.auth: bearer`` — every request carries ``Authorization: Bearer T`` or the SDK's ``x-api-key: T``, else
   401. ``api.tokens`` lists ``{user_id, token_sha256}``: the server keeps only digests, compares the presented
   token's digest against every one of them in constant time, and the match acts as its ``user_id``.
@@ -27,7 +28,8 @@ from fastapi import FastAPI, HTTPException, Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from workers.api import loopback
+from workers.api import cors, loopback
+from workers.api.cors import OriginPolicy
 from workers.api.jwt_auth import AuthHook, JwtAuthenticator, Refusal, load_auth_hook
 from workers.api.loopback import is_loopback
 from workers.api_settings import ApiSettings
@@ -95,8 +97,11 @@ class ApiGuard:
     """ASGI middleware: with auth none the loopback checks, then the body cap, then the caller's identity (put in
     the request state for current_user)."""
 
-    def __init__(self, app: ASGIApp, *, settings: ApiSettings, authenticator: Authenticator) -> None:
+    def __init__(
+        self, app: ASGIApp, *, settings: ApiSettings, authenticator: Authenticator, origins: OriginPolicy
+    ) -> None:
         self._app = app
+        self._origins = origins
         self._max_body = settings.max_body_bytes
         self._loopback_only = settings.auth == "none"
         self._authenticator = authenticator
@@ -106,7 +111,7 @@ class ApiGuard:
             await self._app(scope, receive, send)
             return
         headers = dict(scope["headers"])
-        problem = loopback.refusal(scope, headers) if self._loopback_only else None
+        problem = loopback.refusal(scope, headers, self._origins.may_write) if self._loopback_only else None
         if problem is not None:
             await _refuse(Refusal(403, problem), scope, receive, send)
             return
@@ -147,10 +152,13 @@ async def _refuse(refusal: Refusal, scope: Scope, receive: Receive, send: Send) 
 
 
 def install_api_guard(app: FastAPI, config: HartflowConfig) -> None:
-    """Mount the auth + body-cap middleware on ``app`` (call once, in create_app). Raises
+    """Mount the auth + body-cap middleware on ``app``, and outside it CORS and lenient JSON bodies (call once, in
+    create_app). Raises
     :class:`~workers.api.jwt_auth.AuthConfigError` when ``api.jwt``'s key file or ``api.auth_hook`` is unusable."""
     authenticator = Authenticator(config.api, config.user_id)
-    app.add_middleware(ApiGuard, settings=config.api, authenticator=authenticator)
+    origins = OriginPolicy(config.api)
+    app.add_middleware(ApiGuard, settings=config.api, authenticator=authenticator, origins=origins)
+    cors.install(app, origins)
 
 
 def current_user(request: Request) -> str:

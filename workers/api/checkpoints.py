@@ -28,6 +28,7 @@ from fastapi import HTTPException
 from vocabulary.contracts import ThreadRef
 from workers.api.ledger import Ledger
 from workers.api.limits import version_number
+from workers.api.served import served_values
 
 INPUT_SUFFIX = "-input"
 EMPTY_VALUES: dict[str, Any] = {"messages": []}
@@ -169,7 +170,7 @@ def view(thread: ThreadRef, checkpoint: Checkpoint, pending: list[dict[str, Any]
         for item in pending
     ]
     return {
-        "values": checkpoint.values,
+        "values": served_values(checkpoint.values),
         "next": ["ask_clarification"] if pending else [],
         "tasks": tasks,
         "interrupts": pending,

@@ -106,7 +106,7 @@ def _store(files: ThreadFiles, thread: ThreadRef, name: str, data: bytes) -> Non
         files.write(thread, f"{VIRTUAL_UPLOADS_DIR}/{name}", data)
 
 
-def _save_uploads(context: ApiContext, thread: ThreadRef, uploads: list[tuple[str, bytes]]) -> None:
+def save_uploads(context: ApiContext, thread: ThreadRef, uploads: list[tuple[str, bytes]]) -> None:
     files = thread_files(context)
     for name, data in uploads:
         _store(files, thread, name, data)
@@ -132,7 +132,7 @@ async def upload_files(
     uploads = [(name, await file.read()) for name, file in zip(names, files, strict=True)]
     _within_limits(context.config.api.uploads, uploads)
     try:
-        await asyncio.to_thread(_save_uploads, context, thread, uploads)
+        await asyncio.to_thread(save_uploads, context, thread, uploads)
     except PathEscapeError as exc:
         raise HTTPException(400, str(exc)) from None
     stored = [_entry(name, len(data), None) for name, data in uploads]

@@ -19,6 +19,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
+from middlewares.view_image import ATTACHED_IMAGES_KEY
 from vocabulary.contracts import ThreadRef
 from workers.api import checkpoints
 from workers.api.ledger import Ledger
@@ -102,6 +103,12 @@ def message_file_entries(message: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """The upload entries (DeerFlow's ``{filename, size, path, status}``) a committed human message came with."""
     files = (message.get("additional_kwargs") or {}).get("files") or []
     return tuple(item for item in files if isinstance(item, dict) and isinstance(item.get("filename"), str))
+
+
+def message_images(message: dict[str, Any]) -> tuple[str, ...]:
+    """The upload names of the images a committed human message showed the model (``workers/api/images.py``)."""
+    paths = (message.get("additional_kwargs") or {}).get(ATTACHED_IMAGES_KEY) or []
+    return tuple(path.rsplit("/", 1)[-1] for path in paths if isinstance(path, str))
 
 
 def message_id(message: dict[str, Any]) -> str | None:

@@ -77,6 +77,14 @@ class Ledger:
     async def save_thread(self, thread: ThreadRef, record: dict[str, Any]) -> None:
         await asyncio.to_thread(records.save_thread_record, self._objects, thread, record)
 
+    async def stamp_thread(self, thread: ThreadRef, stamp: dict[str, Any]) -> None:
+        """Merge ``stamp`` into the thread's metadata (no write when it says so already)."""
+        record = await self.thread(thread)
+        if record is None or all(record["metadata"].get(key) == value for key, value in stamp.items()):
+            return
+        metadata = {**record["metadata"], **stamp}
+        await self.save_thread(thread, {**record, "metadata": metadata, "updated_at": records.now()})
+
     async def committed(self, thread: ThreadRef) -> Committed:
         """The thread's newest committed values, their version and when they were committed."""
         found = await asyncio.to_thread(self._store.record, thread)

@@ -10,8 +10,9 @@ origin) or with a cross-site form or ``fetch`` that writes (a multipart upload n
 - name a loopback ``Host`` (``localhost``, ``127.x.x.x``, ``[::1]``, any port): a rebinding page sends its own
   name, and
 - if it changes anything (any method but GET, HEAD, OPTIONS), carry no ``Origin`` but a loopback one
-  (``http://localhost:3000``: DeerFlow's web app, LangChain's Agent Chat UI on another local port keep working),
-  and, with no ``Origin`` at all, no ``Sec-Fetch-Site: cross-site``.
+  (``http://localhost:3000``: DeerFlow's web app, LangChain's Agent Chat UI on another local port keep working)
+  or one ``api.cors_origins`` allows (``workers/api/cors.py``: the operator let that page call), and, with no
+  ``Origin`` at all, no ``Sec-Fetch-Site: cross-site``.
 
 With ``bearer`` or ``jwt`` none of this applies: a browser never attaches a bearer token by itself (it is not a
 cookie), and a cross-site page cannot set ``Authorization`` or ``x-api-key`` without a CORS preflight this server
@@ -21,7 +22,7 @@ does not grant, so the token is the CSRF defence; and those servers sit behind p
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -54,8 +55,11 @@ def host_of_authority(authority: str) -> str | None:
     return host if port.isdigit() and ":" not in host else None
 
 
-def refusal(scope: Mapping[str, Any], headers: Mapping[bytes, bytes]) -> str | None:
-    """Why this request may not reach an ``api.auth: none`` server, or None when it may."""
+def refusal(
+    scope: Mapping[str, Any], headers: Mapping[bytes, bytes], may_write: Callable[[str], bool] | None = None
+) -> str | None:
+    """Why this request may not reach an ``api.auth: none`` server, or None when it may; ``may_write``: which
+    ``Origin`` may change things (by default the loopback ones)."""
     client = scope.get("client")
     if not client or not is_loopback(str(client[0])):
         return "api.auth is 'none': only clients on this machine may call (the client address is not loopback)"
@@ -69,15 +73,16 @@ def refusal(scope: Mapping[str, Any], headers: Mapping[bytes, bytes]) -> str | N
     origin = headers.get(b"origin")
     if origin is not None:
         text = origin.decode("latin-1").strip()
-        if not _loopback_origin(text):
-            return f"api.auth is 'none': cross-site write refused (Origin {text[:80]!r} is not a loopback origin)"
+        if not (may_write or loopback_origin)(text):
+            return f"api.auth is 'none': cross-site write refused (Origin {text[:80]!r} is not an allowed origin)"
         return None
     if headers.get(b"sec-fetch-site", b"").strip().lower() == b"cross-site":
         return "api.auth is 'none': cross-site write refused (Sec-Fetch-Site: cross-site)"
     return None
 
 
-def _loopback_origin(origin: str) -> bool:
+def loopback_origin(origin: str) -> bool:
+    """``origin`` is an http(s) origin on this machine's loopback (any port)."""
     try:
         parts = urlsplit(origin)
         host = parts.hostname

@@ -6,7 +6,8 @@ one. Everything is checked before anything is written: a refused request starts 
   thread that is not interrupted → 400.
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
-* Otherwise a new workflow starts; a thread whose run is still active is busy: 409 (``multitask_strategy``
+* Otherwise a new workflow starts (the message's images stored as uploads and shown to a vision model:
+  ``workers/api/images.py``); a thread whose run is still active is busy: 409 (``multitask_strategy``
   ``reject``, the only strategy served). A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
   there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with. The
   message's ``additional_kwargs.files`` must name the thread's uploads (``workers/api/message_files.py``, checked
@@ -33,6 +34,8 @@ from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import checkpoints, forks, records, status
 from workers.api.deps import ApiContext
+from workers.api.discovery import assistant
+from workers.api.images import message_images, require_vision, store_images
 from workers.api.limits import ApiBody
 from workers.api.message_files import attached_files
 from workers.api.outages import riding_out, storage_down
@@ -194,6 +197,7 @@ def _last_human(body: RunCreate) -> dict[str, Any] | None:
 
 
 def message_content(message: dict[str, Any]) -> str:
+    """The message's text: a string, or its text blocks (its images: ``workers/api/images.py``)."""
     content = message.get("content")
     if isinstance(content, list):
         content = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text")
@@ -328,6 +332,9 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
+    # As LangGraph's server does on every run: clients list a graph's threads by it (Agent Chat UI's sidebar).
+    graph = agent.graph_id if agent is not None else str(assistant(body.assistant_id)["graph_id"])
+    await ledger.stamp_thread(thread, {"graph_id": graph, "assistant_id": body.assistant_id})
     return record
 
 
@@ -342,22 +349,30 @@ async def _start(
 ) -> str:
     rerun = fork.message if fork is not None else None
     message = rerun or _last_human(body)
+    images = message_images(message) if rerun is None else []
+    image_names = forks.message_images(rerun) if rerun is not None else tuple(image.name for image in images)
     text = forks.message_text(rerun) if rerun is not None else message_content(message) if message is not None else ""
+    if images and not text:
+        text = f"(attached: {', '.join(image_names)})"
     problem = message_problem(text, context.config.run.max_message_chars)
     if problem is not None:
         raise HTTPException(422, f"input.messages: {problem}")
     chosen = model_spec(context, requested_model(context.config, body.option("model_name"), agent))
+    require_vision(chosen, images)
+    await store_images(context, thread, images)
     settings = await personal_settings(context, thread.user_id, run_settings(context, body), agent)
     settings = settings.model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     sent_id = message.get("id") if message is not None else None
     message_id = forks.message_id(rerun) if rerun is not None else sent_id if isinstance(sent_id, str) else None
+    files = forks.message_files(rerun) if rerun is not None else tuple(entry["filename"] for entry in attached)
     run = RunStart(
         thread,
         text,
         chosen.spec,
         settings,
-        files=forks.message_files(rerun) if rerun is not None else tuple(entry["filename"] for entry in attached),
+        files=files if rerun is not None else (*files, *image_names),
         file_entries=forks.message_file_entries(rerun) if rerun is not None else tuple(attached),
+        images=image_names,
         message_id=message_id,
         memo={records.RUN_MEMO: records.memo_of(record)},
         base_version=None if fork is None else fork.base,

@@ -23,6 +23,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from vocabulary.contracts import ThreadRef
 from workers.api.records import RunRecord, from_memo
+from workers.api.served import interrupt_value
 from workers.client import threads
 from workflows import search_attributes as sa
 
@@ -108,8 +109,9 @@ def pending_request(values: dict[str, Any] | None, request_id: str | None = None
 
 
 def interrupts(current: Chain, values: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The thread's interrupts, LangGraph's way: the pending question while its run is paused."""
+    """The thread's interrupts, LangGraph's way: the pending question while its run is paused (its value:
+    ``workers/api/served.py``)."""
     request = pending_request(values) if current.status == "awaiting_input" else None
     if request is None:
         return []
-    return [{"id": str(request.get("request_id") or "ask_clarification"), "value": request}]
+    return [{"id": str(request.get("request_id") or "ask_clarification"), "value": interrupt_value(request)}]

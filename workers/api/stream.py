@@ -5,7 +5,8 @@ The run publishes its state (topic ``messages``, ``workflows/run/state_stream.py
 segment's ``values`` include what came before it) and turns each item of the segment into frames:
 
 * ``messages`` item → ``messages`` ``[message, metadata]`` (mode ``messages-tuple``), ``updates``
-  ``{node: {messages: [message]}}``, ``values`` (the whole state so far);
+  ``{node: {messages: [message]}}``, ``values`` (the whole state so far), all as clients are served them
+  (``workers/api/served.py``: an internal message gives only ``values``);
 * ``progress`` item → ``custom`` (the event as the run published it); the pause also gives ``updates``
   ``{__interrupt__: [...]}`` and ``values`` carrying ``__interrupt__``.
 
@@ -34,6 +35,7 @@ from workers.api import status
 from workers.api.limits import event_id
 from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
+from workers.api.served import error_frame, interrupt_value, served_message, served_values
 from workers.api.status import Chain, pending_request
 from workflows.run import PROGRESS_TOPIC
 from workflows.run.state_stream import MESSAGES_TOPIC, fold
@@ -79,13 +81,13 @@ class RunFrames:
             return []
         request_id = self.outcome.get("request_id")
         request = pending_request(self.values, request_id) or {"request_id": request_id}
-        return [{"id": str(request_id), "value": request}]
+        return [{"id": str(request_id), "value": interrupt_value(request)}]
 
     def result(self) -> dict[str, Any]:
         """What ``runs.wait`` and ``runs.join`` answer: the last values, the interrupt, or the error."""
         if self.outcome is not None and self.outcome.get("status") == "error":
-            return {"__error__": {"error": "RunFailed", "message": "the run failed; see the thread's messages"}}
-        values = dict(self.values or {})
+            return {"__error__": error_frame(self.record.run_id, self.outcome.get("error"))}
+        values = dict(served_values(self.values) or {})
         if interrupts := self.interrupts():
             values["__interrupt__"] = interrupts
         return values
@@ -99,24 +101,27 @@ class RunFrames:
         frames: list[tuple[str, Any]] = []
         if topic == MESSAGES_TOPIC:
             self.values = fold(self.values, data)
-            if data.get("kind") == "message":
-                message = data["message"]
-                node = _NODES.get(message.get("type"), "__input__")
+            message = served_message(data["message"]) if data.get("kind") == "message" else None
+            if message is not None:
+                node = _NODES.get(str(message.get("type")), "__input__")
                 meta = {"langgraph_node": node, "run_id": self.record.run_id, "thread_id": self.record.thread_id}
                 self._add(frames, "messages-tuple", "messages", [message, meta])
                 self._add(frames, "updates", "updates", {node: {"messages": [message]}})
             elif data.get("kind") == "channels":
                 self._add(frames, "updates", "updates", {"model": data["values"]})
-            self._add(frames, "values", "values", self.values)
+            self._add(frames, "values", "values", served_values(self.values))
             return frames
+        if isinstance(data.get("error"), dict):  # the run's recorded error, as the error frame shows it
+            shown = error_frame(self.record.run_id, data["error"])
+            data = {**data, "error": {"type": shown["error"], "message": shown["message"]}}
         self._add(frames, "custom", "custom", data)
         if data.get("kind") in _ENDS:
             self.outcome = data
             if interrupts := self.interrupts():
                 self._add(frames, "updates", "updates", {"__interrupt__": interrupts})
-                frames.append(("values", {**(self.values or {}), "__interrupt__": interrupts}))
+                frames.append(("values", {**(served_values(self.values) or {}), "__interrupt__": interrupts}))
             elif data.get("status") == "error":
-                frames.append(("error", {"error": "RunFailed", "message": f"run {self.record.run_id} failed"}))
+                frames.append(("error", error_frame(self.record.run_id, data.get("error"))))
         return frames
 
     def _add(self, frames: list[tuple[str, Any]], mode: str, event: str, data: Any) -> None:

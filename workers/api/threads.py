@@ -1,7 +1,7 @@
 """Threads: create (``if_exists``), get, patch (metadata), delete (409 while a run is active), search, state and
-history (checkpoints: ``workers/api/checkpoints.py``). A thread's ``values`` are its committed state; while a run
-pauses for clarification the state also names the pending question as the interrupt of an ``ask_clarification``
-task."""
+history (checkpoints: ``workers/api/checkpoints.py``). A thread's ``values`` are its committed state as clients
+are served it (``workers/api/served.py``: no internal message); while a run pauses for clarification the state
+also names the pending question as the interrupt of an ``ask_clarification`` task."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from vocabulary.paths import THREAD_ID_PATTERN
 from workers.api import checkpoints, records, status
 from workers.api.deps import ApiContext, Context, Thread, User, thread_ref
 from workers.api.limits import ApiBody
+from workers.api.served import served_values
 from workers.client import threads
 
 router = APIRouter()
@@ -55,7 +56,7 @@ async def thread_view(context: ApiContext, thread: ThreadRef, record: dict[str, 
         **record,
         "updated_at": max(record["updated_at"], committed_at or ""),
         "status": current.thread_status,
-        "values": values,
+        "values": served_values(values),
         "interrupts": {pending[0]["id"]: pending} if pending else {},
     }
 

@@ -54,6 +54,8 @@ class RunStart:
     file_entries: tuple[dict[str, Any], ...] = ()
     """DeerFlow's entries for ``files`` (the Agent Server's, ``workers/api/message_files.py``), kept on the
     message for the app's file cards; empty: the message names the files."""
+    images: tuple[str, ...] = ()
+    """Which of ``files`` are images a vision model sees with the message."""
     message_id: str | None = None
     """The client's id of the user message (DeerFlow's UI sends one): the message keeps it in the thread's state."""
     memo: Mapping[str, Any] = field(default_factory=dict)
@@ -107,6 +109,7 @@ class Runs:
                 rerun_of=run.rerun_of,
                 title=run.title,
                 file_entries=list(run.file_entries) or None,
+                images=list(run.images),
             ),
             id=run_workflow_id(thread.user_id, thread.thread_id),
             task_queue=self.task_queue,

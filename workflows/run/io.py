@@ -63,6 +63,8 @@ class RunInput:
     """The version whose human message this run reruns from the same base (regenerate): it shares its input."""
     title: str | None = None
     """A title the run's state starts with (a client keeping a renamed title across a fork)."""
+    images: list[str] = field(default_factory=list)
+    """Which of ``files`` are images the model sees with the message (a vision model: ``middlewares/view_image.py``)."""
 
 
 @dataclass

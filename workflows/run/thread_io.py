@@ -16,6 +16,7 @@ import workflows.run.carry as carry
 from middlewares._activity_call import call_activity
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext
+from middlewares.view_image import ATTACHED_IMAGES_KEY
 from vocabulary.contracts import (
     THREAD_COMMIT,
     THREAD_LOAD,
@@ -23,6 +24,7 @@ from vocabulary.contracts import (
     ThreadCommitInput,
     ThreadLoadInput,
 )
+from vocabulary.paths import VIRTUAL_UPLOADS_DIR
 from vocabulary.state import ThreadState
 from workflows.run.fields import RunFields
 from workflows.run.io import RunInput
@@ -56,6 +58,8 @@ async def start(
         message = HumanMessage(content=input.message, id=input.message_id or ctx.uuid())
         if input.files:
             message.additional_kwargs["files"] = list(input.file_entries or input.files)
+        if input.images:
+            message.additional_kwargs[ATTACHED_IMAGES_KEY] = [f"{VIRTUAL_UPLOADS_DIR}/{name}" for name in input.images]
         parent = snapshot.version if input.base_version is None else input.base_version
         fields.lineage = CommitLineage(parent, message_id=message.id, input_of=input.rerun_of)
         if input.title:

@@ -62,6 +62,25 @@ def final_view(view: RunView, status: RunStatus, failure: BaseException | None) 
     return final
 
 
+def run_error(fields: RunFields, status: RunStatus, failure: BaseException | None) -> dict[str, Any]:
+    """Why a run ended in ``error``, for its ``run_finished`` event (``{}`` otherwise): ``{"error": {"type",
+    "message"}}`` from DeerFlow's error fallback answer (LLMErrorHandling's ``error_type`` and its text), else from
+    the root cause of the failure. API clients get it in the stream's ``error`` frame (``workers/api/stream.py``)."""
+    if status != "error":
+        return {}
+    ai = last_ai_message(fields.state.messages)
+    kwargs = ai.additional_kwargs if ai is not None else {}
+    if failure is None and kwargs.get("deerflow_error_fallback"):
+        assert ai is not None
+        return {"error": {"type": str(kwargs.get("error_type") or "LLMError"), "message": message_text(ai)}}
+    if failure is None:
+        return {}
+    root = root_cause(failure)
+    kind = getattr(root, "type", None)
+    message = str(getattr(root, "message", None) or root)
+    return {"error": {"type": kind if isinstance(kind, str) and kind else type(root).__name__, "message": message}}
+
+
 def state_brief(state: ThreadState) -> dict[str, Any]:
     """The ``state`` query: every channel that has a value; messages and the summary cut to one line each,
     images as their paths only."""

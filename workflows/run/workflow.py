@@ -55,7 +55,7 @@ from workflows.run.prompt import system_prompt
 from workflows.run.state_stream import run_events
 from workflows.run.step_reports import SUBAGENT_STEP_SIGNAL, StepReports, SubagentStep, record_step
 from workflows.run.tools import ToolTurn
-from workflows.run.view import closing_status, final_view, run_view, state_brief
+from workflows.run.view import closing_status, final_view, run_error, run_view, state_brief
 from workflows.run.visibility import Visibility
 
 __all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
@@ -323,13 +323,15 @@ class RunWorkflow:
         status = closing_status(fields, failure)
         if archives_runs():
             # Archived before the status turns final, so a client that saw the run settle finds the archive.
-            ctx.emit("run_finished", status=status, stop_reason=ctx.stop_reason)
+            ctx.emit("run_finished", status=status, stop_reason=ctx.stop_reason, **run_error(fields, status, failure))
             final = final_view(self._view(), status, failure)
             await archive_run(ctx, final, self._stream.get_state(), fields.version)
             self._visibility.set_status(status)
         else:
             self._visibility.set_status(status)
-            ctx.emit("run_finished", status=fields.status, stop_reason=ctx.stop_reason)
+            ctx.emit(
+                "run_finished", status=fields.status, stop_reason=ctx.stop_reason, **run_error(fields, status, failure)
+            )
         # Stream subscribers get their last events now; waiting for them to stop polling would never end.
         self._stream.detach_pollers()
         await workflow.wait_condition(workflow.all_handlers_finished)
