@@ -13,7 +13,9 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from workers.config import HartflowConfig
+from activities.thread_store import ObjectThreadStore
+from vocabulary.contracts import ThreadRef
+from workers.config import HartflowConfig, open_object_store
 from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
 from workers.worker import connect
 from workflows.run.present_files import NotPresentableError, presented_path
@@ -87,7 +89,7 @@ async def test_upload_limits_are_the_apps_shape_and_uploads_over_them_are_refuse
         assert listed.status_code == 404, "a refused upload stores nothing: the thread id is still unused"
 
 
-async def test_a_messages_files_reach_the_run_and_stay_on_the_message(url: str) -> None:
+async def test_a_messages_files_reach_the_run_and_stay_on_the_message(url: str, api_config: HartflowConfig) -> None:
     """``frontend/src/core/threads/hooks.ts`` (``useThreadStream`` submit): upload, then submit the message with
     ``files: [{filename, size, path: virtual_path, status: "uploaded"}]``; the file card reads them back from the
     message, and the Uploads middleware tells the model (``<current_uploads>``), as ``hartflow run --file`` does."""
@@ -104,7 +106,10 @@ async def test_a_messages_files_reach_the_run_and_stay_on_the_message(url: str) 
         [user_message] = [m for m in state["messages"] if m["type"] == "human" and m["additional_kwargs"].get("files")]
         card = {"filename": "notes.txt", "size": 5, "path": "/mnt/user-data/uploads/notes.txt", "status": "uploaded"}
         assert user_message["additional_kwargs"]["files"] == [card], "sizes come from storage, not the request"
-        assert "<current_uploads>" in user_message["content"] and card["path"] in user_message["content"]
+        assert user_message["content"] == "summarise it", "clients are served what the user typed"
+        committed = ObjectThreadStore(open_object_store(api_config)).load(ThreadRef("alice", thread_id)).state
+        [told] = [m for m in committed.messages if m.type == "human" and m.additional_kwargs.get("files")]
+        assert "<current_uploads>" in str(told.content) and card["path"] in str(told.content), "the model is told"
         assert [f["filename"] for f in state["uploaded_files"]] == ["notes.txt"]
 
         page = (await alice.get(f"/api/threads/{thread_id}/messages/page")).json()
