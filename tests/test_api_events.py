@@ -211,6 +211,37 @@ async def test_run_events_refuse_bad_input_and_other_users(url: str) -> None:
         assert (await alice.get(base, params={"event_types": ","})).status_code == 200
 
 
+async def test_workspace_changes_answer_nothing_recorded_for_the_callers_runs_only(url: str) -> None:
+    """``fetchWorkspaceChanges`` (``frontend/src/core/workspace-changes/api.ts``): the change badge asks after each
+    run with ``include_files=true&include_diff=false`` and reads ``WorkspaceChangesResponse`` (``types.ts``).
+    hartflow records no per-run file changes: ``available: false`` (DeerFlow's own answer for such a run), so the
+    badge stays hidden; bob's view of alice's run, an unknown run and a bad flag are refused."""
+    thread_id, run_id, _ = await delegated_run(url)
+    path = f"/api/threads/{thread_id}/runs/{run_id}/workspace-changes"
+    async with http(url, "alice") as alice, http(url, "bob") as bob:
+        answer = await alice.get(path, params={"include_files": "true", "include_diff": "false"})
+        assert answer.status_code == 200
+        assert answer.json() == {
+            "available": False,
+            "version": 1,
+            "summary": {
+                "created": 0,
+                "modified": 0,
+                "deleted": 0,
+                "symlink_created": 0,
+                "additions": 0,
+                "deletions": 0,
+                "truncated": False,
+            },
+            "files": [],
+            "limits": {},
+        }
+        assert (await bob.get(path)).status_code == 404
+        unknown = f"/api/threads/{thread_id}/runs/00000000-0000-0000-0000-000000000000/workspace-changes"
+        assert (await alice.get(unknown)).status_code == 404
+        assert (await alice.get(path, params={"include_files": "maybe"})).status_code == 422
+
+
 async def test_token_usage_of_a_thread(url: str) -> None:
     """``fetchThreadTokenUsage`` (``frontend/src/core/threads/api.ts``) reads ``GET /api/threads/{id}/token-usage``
     (``ThreadTokenUsageResponse``, ``frontend/src/core/threads/types.ts``; ``threadTokenUsageToTokenUsage`` and

@@ -207,6 +207,9 @@ ROUTES: dict[tuple[str, str], Walk] = {
     ("GET", "/threads/{thread_id}/runs/{run_id}/events"): Walk(
         lambda ids: per_run(ids) + per_run(ids, params={"event_types": "subagent.step", "task_id": "t1"})
     ),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/workspace-changes"): Walk(
+        lambda ids: per_run(ids, params={"include_files": "true", "include_diff": "false"})
+    ),
     ("GET", "/threads/{thread_id}/token-usage"): Walk(lambda ids: [Req()]),
     ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"): Walk(
         lambda ids: per_run(ids) + per_run(ids, params={"wait": "true"})

@@ -33,6 +33,7 @@ from workers.api import (
     thread_edits,
     threads,
     token_usage,
+    workspace_changes,
 )
 from workers.api.deps import ApiContext
 from workers.api.gateway_extras import small_routers
@@ -59,6 +60,7 @@ def routers() -> list[APIRouter]:
         replays.router,
         run_events.router,
         token_usage.router,
+        workspace_changes.router,
         message_page.router,
         mcp_route.router,
         agents_route.router,
