@@ -215,7 +215,8 @@ async def test_workspace_changes_answer_nothing_recorded_for_the_callers_runs_on
     """``fetchWorkspaceChanges`` (``frontend/src/core/workspace-changes/api.ts``): the change badge asks after each
     run with ``include_files=true&include_diff=false`` and reads ``WorkspaceChangesResponse`` (``types.ts``).
     hartflow records no per-run file changes: ``available: false`` (DeerFlow's own answer for such a run), so the
-    badge stays hidden; bob's view of alice's run, an unknown run and a bad flag are refused."""
+    badge stays hidden — also for a run id that is no run of the thread (a branch's inherited turns are named by
+    their source runs); bob's view of alice's thread, an unknown thread and a bad flag are refused."""
     thread_id, run_id, _ = await delegated_run(url)
     path = f"/api/threads/{thread_id}/runs/{run_id}/workspace-changes"
     async with http(url, "alice") as alice, http(url, "bob") as bob:
@@ -237,8 +238,9 @@ async def test_workspace_changes_answer_nothing_recorded_for_the_callers_runs_on
             "limits": {},
         }
         assert (await bob.get(path)).status_code == 404
-        unknown = f"/api/threads/{thread_id}/runs/00000000-0000-0000-0000-000000000000/workspace-changes"
-        assert (await alice.get(unknown)).status_code == 404
+        inherited = f"/api/threads/{thread_id}/runs/00000000-0000-0000-0000-000000000000/workspace-changes"
+        assert (await alice.get(inherited)).json() == answer.json()
+        assert (await alice.get(f"/api/threads/nobody-has-this/runs/{run_id}/workspace-changes")).status_code == 404
         assert (await alice.get(path, params={"include_files": "maybe"})).status_code == 422
 
 
