@@ -18,7 +18,7 @@ from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 
 from activities.storage import StorageError
-from workers.api import auth, discovery, files, models_route, runs, threads
+from workers.api import auth, discovery, files, memory_route, models_route, runs, skills_route, threads
 from workers.api.deps import ApiContext
 from workers.api.outages import unreachable
 from workers.config import HartflowConfig
@@ -33,7 +33,15 @@ _log = logging.getLogger("hartflow.api")
 
 def routers() -> list[APIRouter]:
     """Every router the app serves (each at both prefixes)."""
-    return [discovery.router, threads.router, runs.router, files.router, models_route.router]
+    return [
+        discovery.router,
+        threads.router,
+        runs.router,
+        files.router,
+        models_route.router,
+        memory_route.router,
+        skills_route.router,
+    ]
 
 
 def create_app(config: HartflowConfig, client: Client) -> FastAPI:
