@@ -150,6 +150,7 @@ def test_hartflow_skills_list(
             "description": "Read PDFs",
             "category": "public",
             "enabled": True,
+            "editable": False,
             "path": "/mnt/skills/public/pdf/SKILL.md",
             "file": str(tmp_path / "skills/public/pdf/SKILL.md"),
         }
