@@ -47,6 +47,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.memory_store import empty_memory, save_memory
 from activities.storage import ObjectStore
 from activities.storage.payloads import encode_segment
+from activities.user_skills import SkillBundle, install
+from vocabulary.contracts import MEMORY_WORKFLOW_ID_PREFIX
 from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.api.app import PREFIXES, create_app
 from workers.cli import run_command
@@ -118,6 +120,12 @@ CREATES_RUN = (
 )
 
 
+OWN_MEMORY = "memory is per user: the change goes to the caller's own memory (users/{caller}/memory.json)"
+ALICES_FACT = "fact_alice01"
+ALICES_SKILL = "alices-skill"
+"""Alice's memory fact and installed skill: bob names them and gets what he gets for names nobody has."""
+
+
 @dataclass(frozen=True)
 class Walk:
     """How a route is walked: the requests bob sends, and why (if at all) one may create bob's own thread of
@@ -178,6 +186,26 @@ ROUTES: dict[tuple[str, str], Walk] = {
             Req(path={"path": ARTIFACT}, params={"download": "true"}),
         ]
     ),
+    **{
+        (method, path): Walk(lambda ids: [Req()])
+        for method, path in (("GET", "/memory"), ("GET", "/memory/export"), ("POST", "/memory/reload"))
+    },
+    ("DELETE", "/memory"): Walk(lambda ids: [Req()], creates_own=OWN_MEMORY),
+    ("POST", "/memory/facts"): Walk(
+        lambda ids: [Req(json={"content": f"bob's fact {ids.thread_id}", "confidence": 0.9})], creates_own=OWN_MEMORY
+    ),
+    ("PATCH", "/memory/facts/{fact_id}"): Walk(lambda ids: [Req(path={"fact_id": ALICES_FACT}, json={"content": "x"})]),
+    ("DELETE", "/memory/facts/{fact_id}"): Walk(lambda ids: [Req(path={"fact_id": ALICES_FACT})]),
+    ("POST", "/memory/import"): Walk(lambda ids: [Req(json={"facts": []})], creates_own=OWN_MEMORY),
+    ("GET", "/skills"): Walk(lambda ids: [Req()]),
+    ("GET", "/skills/{skill_name}"): Walk(lambda ids: [Req(path={"skill_name": ALICES_SKILL})]),
+    ("PUT", "/skills/{skill_name}"): Walk(
+        lambda ids: [Req(path={"skill_name": ALICES_SKILL}, json={"enabled": False})]
+    ),
+    ("POST", "/skills/install"): Walk(
+        lambda ids: [Req(json={"thread_id": ids.thread_id, "path": f"mnt/user-data/outputs/{ALICES_SKILL}.skill"})]
+    ),
+    ("DELETE", "/skills/custom/{skill_name}"): Walk(lambda ids: [Req(path={"skill_name": ALICES_SKILL})]),
 }
 """Every route of the app (without its prefix), classified. A route missing here fails the test."""
 
@@ -224,7 +252,21 @@ CLI: dict[str, Command] = {
     "serve": Command(not_walked="the API: every route of it is walked above"),
     "demo": Command(not_walked="a scripted run on a new thread of its own, of the config's user"),
     "sandboxes": Command(not_walked="Kubernetes pods (an operator's command): no thread data"),
-    "skills": Command(not_walked="the skills folder of the installation: no user's data"),
+    "skills": Command(
+        lambda thread, _: [
+            ["skills", "list", "--json"],
+            ["skills", "disable", ALICES_SKILL, "--json"],
+            ["skills", "delete", ALICES_SKILL, "--yes", "--json"],
+        ]
+    ),
+    "memory": Command(
+        lambda thread, _: [
+            ["memory", "show", "--json"],
+            ["memory", "export"],
+            ["memory", "delete", ALICES_FACT, "--json"],
+            ["memory", "edit", ALICES_FACT, "--content", "mine", "--json"],
+        ]
+    ),
     "tools": Command(not_walked="the tools a run gets: no user's data"),
 }
 """Every command of the CLI (``workers/cli/parser.py``), classified. A command missing here fails the test."""
@@ -296,7 +338,8 @@ def http(url: str, user: str) -> httpx.AsyncClient:
 
 def is_bobs(key: str) -> bool:
     """A key bob's requests may create or change: his user folder, the payloads of his own workflows."""
-    return key.startswith("users/bob/") or f"/wi/{encode_segment('hartflow:bob:')}" in key
+    runs, memory = f"/wi/{encode_segment('hartflow:bob:')}", f"/wi/{encode_segment(MEMORY_WORKFLOW_ID_PREFIX + 'bob')}/"
+    return key.startswith("users/bob/") or runs in key or memory in key
 
 
 def keys(store: ObjectStore) -> dict[str, str]:
@@ -367,7 +410,12 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
     )
     memory = empty_memory()
     memory["user"]["workContext"]["summary"] = f"{secret} works on the quarterly report"
+    memory["facts"] = [{"id": ALICES_FACT, "content": f"{secret} fact", "category": "context", "confidence": 0.9}]
     save_memory(open_object_store(config), "alice", memory)
+    skill = SkillBundle(
+        ALICES_SKILL, f"{secret} skill", {"SKILL.md": f"---\nname: {ALICES_SKILL}\ndescription: x\n---\n".encode()}
+    )
+    install(open_object_store(config), "alice", skill, deployment=[])
     async with http(url, "alice") as api:
         created = await api.post("/threads", json={"metadata": {"owner": "alice", "secret": secret}})
         thread_id = created.json()["thread_id"]
@@ -621,7 +669,8 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         assert await workflow(client, legacy_run_workflow_id(alice.thread_id)) is None
         queue = f'TaskQueue = "{api_config.temporal.task_queue}"'
         started = {execution.id async for execution in client.list_workflows(queue)}
-        assert {i for i in started if not i.startswith("hartflow:bob:")} == {alices_workflow}, "only bob's workflows"
+        bobs = ("hartflow:bob:", f"{MEMORY_WORKFLOW_ID_PREFIX}bob")  # his runs; his memory, which his edits start
+        assert {i for i in started if not i.startswith(bobs)} == {alices_workflow}, "only bob's workflows"
         async with http(url, "alice") as api:
             assert await alices_views(api, alice.thread_id) == alice.views
             final = await api.post(f"/threads/{alice.thread_id}/runs/wait", json={"command": {"resume": "blue"}})
