@@ -4,12 +4,13 @@ holds the ``skills.load`` activity SkillActivation awaits).
 Layout (DeerFlow's, rooted at ``skills.path``, default ``{home}/skills``)::
 
     {root}/public/<name>/SKILL.md      shipped skills, read-only
-    {root}/custom/<name>/SKILL.md      the user's own skills (a custom skill shadows a public one of that name)
+    {root}/custom/<name>/SKILL.md      the deployment's own skills (a custom skill shadows a public one of that name)
 
 A SKILL.md starts with YAML front matter naming the skill (``name`` and ``description`` are required; ``license``
 and ``allowed-tools`` are optional); a file without valid front matter is not a skill. Skill directories may
 nest (``public/docs/pdf/SKILL.md``). Inside a sandbox the tree appears under ``skills.container_path``
-(``/mnt/skills``), which is the path the model is told. A skill is enabled unless ``skills.disabled`` names it.
+(``/mnt/skills``), which is the path the model is told. A skill is enabled unless ``skills.disabled`` names it
+(or the user turned it off: ``activities/user_skills.py``).
 """
 
 from __future__ import annotations

@@ -39,11 +39,21 @@ EXTRACTED = {
 
 
 @pytest.fixture
-def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
+def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Filesystem storage; a test marked ``parametrize("storage", [...], indirect=True)`` also runs on S3."""
+    if getattr(request, "param", "filesystem") == "s3":
+        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
+        return overrides
+    return {"backend": "filesystem"}
+
+
+@pytest.fixture
+def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[str, Any]) -> HartflowConfig:
     tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
+        storage=storage,
         model=write_script(tmp_path, [answer("fine")]),
         api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
         run={"middlewares": {"memory": {"debounce_seconds": 0.2}}},
@@ -77,6 +87,7 @@ def assert_user_memory_shape(memory: dict[str, Any]) -> None:
         assert {"id", "content", "category", "confidence", "createdAt", "source"} <= set(fact)
 
 
+@pytest.mark.parametrize("storage", ["filesystem", "s3"], indirect=True)
 async def test_the_memory_page_views_edits_deletes_clears_exports_and_imports(url: str) -> None:
     async with http(url, "alice") as api:
         loaded = (await api.get("/api/memory")).json()  # loadMemory

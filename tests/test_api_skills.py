@@ -51,7 +51,16 @@ def archive(members: dict[str, bytes], *, links: tuple[str, ...] = ()) -> bytes:
 
 
 @pytest.fixture
-def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
+def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Filesystem storage; a test marked ``parametrize("storage", [...], indirect=True)`` also runs on S3."""
+    if getattr(request, "param", "filesystem") == "s3":
+        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
+        return overrides
+    return {"backend": "filesystem"}
+
+
+@pytest.fixture
+def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[str, Any]) -> HartflowConfig:
     tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
     root = home / "skills"
     for category, name in (("public", "pdf"), ("public", "locked")):
@@ -60,6 +69,7 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowCon
     return make_config(
         home,
         temporal_address,
+        storage=storage,
         model=write_script(tmp_path, [answer("fine")]),
         api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
         skills={"disabled": ["locked"]},
@@ -91,6 +101,7 @@ def by_name(listed: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {skill["name"]: skill for skill in listed["skills"]}
 
 
+@pytest.mark.parametrize("storage", ["filesystem", "s3"], indirect=True)
 async def test_the_skills_page_lists_toggles_installs_and_deletes(url: str, api_config: HartflowConfig) -> None:
     async with http(url, "alice") as api:
         listed = (await api.get("/api/skills")).json()  # loadSkills: json.skills as Skill[]
