@@ -27,6 +27,7 @@ from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
 from workers.testing import answer, make_config, running_worker, serving_api, write_script
 from workers.testing.api_server import write_config
+from workers.testing.history import replay
 from workers.worker import connect
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
@@ -215,6 +216,7 @@ async def test_an_edit_made_during_an_extraction_is_kept(
                 if saved == 2:  # the edit's save, then the extraction's
                     break
         final = (await api.get("/api/memory")).json()
+    await replay(client, memory)  # the edit beside the extraction replays deterministically
     assert sorted(f["content"] for f in final["facts"]) == ["Prefers short answers", "Writes Go at Acme"]
     assert final["user"]["workContext"]["summary"] == "Go developer at Acme"
 
