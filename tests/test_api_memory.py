@@ -25,12 +25,13 @@ from vocabulary.contracts import MEMORY_WORKFLOW_ID_PREFIX
 from vocabulary.contracts.memory import empty_memory
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
-from workers.testing import answer, make_config, running_worker, serving_api, write_script
+from workers.testing import answer, make_config, running_worker, serving_api, unique, write_script
 from workers.testing.api_server import write_config
 from workers.testing.history import replay
 from workers.worker import connect
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
+"""By role; the user ids are each test's own (:func:`users`)."""
 EXTRACTED = {
     "user": {"workContext": {"summary": "Go developer at Acme", "shouldUpdate": True}},
     "history": {},
@@ -49,8 +50,17 @@ def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[str, Any]) -> HartflowConfig:
-    tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
+def users() -> dict[str, str]:
+    """Role → this test's user id: a memory workflow (``hartflow-memory-{user}``) is one per user on the Temporal
+    server every test shares, so tests running side by side must not share users."""
+    return {role: unique(role) for role in TOKENS}
+
+
+@pytest.fixture
+def api_config(
+    home: Path, temporal_address: str, tmp_path: Path, storage: dict[str, Any], users: dict[str, str]
+) -> HartflowConfig:
+    tokens = [{"user_id": users[r], "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for r, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
@@ -62,11 +72,11 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[
 
 
 @pytest.fixture
-async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
+async def url(api_config: HartflowConfig, client: Client, users: dict[str, str]) -> AsyncIterator[str]:
     connected = await connect(api_config)
     async with running_worker(client, api_config), serving_api(api_config, connected) as base:
         yield base
-    for user in TOKENS:  # the users' memory workflows wait for conversations forever
+    for user in users.values():  # the users' memory workflows wait for conversations forever
         with contextlib.suppress(RPCError):  # never started
             await client.get_workflow_handle(f"{MEMORY_WORKFLOW_ID_PREFIX}{user}").terminate("test finished")
 
@@ -129,12 +139,15 @@ async def test_the_memory_page_views_edits_deletes_clears_exports_and_imports(ur
         assert_user_memory_shape(cleared.json())
 
 
-async def test_bad_input_is_refused_and_writes_nothing(url: str, api_config: HartflowConfig) -> None:
+async def test_bad_input_is_refused_and_writes_nothing(
+    url: str, api_config: HartflowConfig, users: dict[str, str]
+) -> None:
     store = open_object_store(api_config)
+    key = f"users/{users['alice']}/memory.json"
     async with http(url, "alice") as api:
         made = await api.post("/api/memory/facts", json={"content": "Uses vim", "category": "preference"})
         fact_id = made.json()["facts"][0]["id"]
-        before = store.get("users/alice/memory.json")
+        before = store.get(key)
         refused = {
             ("POST", "/api/memory/facts", json.dumps({})): 422,
             ("POST", "/api/memory/facts", json.dumps({"content": ""})): 422,
@@ -156,31 +169,32 @@ async def test_bad_input_is_refused_and_writes_nothing(url: str, api_config: Har
             response = await api.request(method, path, content=body, headers=headers)
             assert response.status_code == status, (method, path, body, response.text)
             assert isinstance(response.json()["detail"], str)  # readMemoryResponse shows it
-        assert store.get("users/alice/memory.json") == before
+        assert store.get(key) == before
 
 
-async def test_each_user_has_their_own_memory(url: str, api_config: HartflowConfig) -> None:
+async def test_each_user_has_their_own_memory(url: str, api_config: HartflowConfig, users: dict[str, str]) -> None:
     store = open_object_store(api_config)
+    key = f"users/{users['alice']}/memory.json"
     alices = empty_memory()
     alices["user"]["workContext"]["summary"] = "alice's secret project"
-    save_memory(store, "alice", alices)
+    save_memory(store, users["alice"], alices)
     async with http(url, "alice") as alice, http(url, "bob") as bob:
         fact_id = (await alice.post("/api/memory/facts", json={"content": "alice's secret"})).json()["facts"][0]["id"]
-        before = store.get("users/alice/memory.json")
+        before = store.get(key)
         assert "secret" not in (await bob.get("/api/memory")).text
         assert "secret" not in (await bob.get("/api/memory/export")).text
         assert (await bob.patch(f"/api/memory/facts/{fact_id}", json={"content": "mine"})).status_code == 404
         assert (await bob.delete(f"/api/memory/facts/{fact_id}")).status_code == 404
         assert (await bob.delete("/api/memory")).status_code == 200  # his own
         assert (await bob.post("/api/memory/import", json={"facts": []})).status_code == 200
-        assert store.get("users/alice/memory.json") == before
+        assert store.get(key) == before
         assert (await alice.get("/api/memory")).json()["user"]["workContext"]["summary"] == "alice's secret project"
         async with httpx.AsyncClient(base_url=url) as nobody:
             assert (await nobody.get("/api/memory")).status_code == 401
 
 
 async def test_an_edit_made_during_an_extraction_is_kept(
-    url: str, api_config: HartflowConfig, client: Client, tmp_path: Path
+    url: str, api_config: HartflowConfig, client: Client, tmp_path: Path, users: dict[str, str]
 ) -> None:
     """The memory workflow reads the memory, then waits on the model (held by a file); the user adds a fact
     meanwhile (answered at once); the extraction's save keeps it."""
@@ -189,7 +203,7 @@ async def test_an_edit_made_during_an_extraction_is_kept(
         tmp_path,
         [answer("noted"), {"for": "memory", "content": json.dumps(EXTRACTED), "wait_for_file": str(gate)}],
     )
-    memory = client.get_workflow_handle(f"{MEMORY_WORKFLOW_ID_PREFIX}alice")
+    memory = client.get_workflow_handle(f"{MEMORY_WORKFLOW_ID_PREFIX}{users['alice']}")
     async with http(url, "alice") as api:
         thread_id = (await api.post("/threads", json={})).json()["thread_id"]
         ran = await api.post(
@@ -229,10 +243,12 @@ def _scheduled(event: Any, activity: str) -> bool:
 
 
 async def test_hartflow_memory_commands(
-    url: str, api_config: HartflowConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    url: str, api_config: HartflowConfig, tmp_path: Path, capsys: pytest.CaptureFixture[str], users: dict[str, str]
 ) -> None:
-    config_file = write_config(api_config.model_copy(update={"user_id": "alice"}), tmp_path, "alice.yaml")
+    alice, bob = users["alice"], users["bob"]
+    config_file = write_config(api_config.model_copy(update={"user_id": alice}), tmp_path, "alice.yaml")
     store = open_object_store(api_config)
+    key = f"users/{alice}/memory.json"
 
     async def hartflow(*argv: str) -> tuple[int, str]:
         capsys.readouterr()
@@ -256,9 +272,9 @@ async def test_hartflow_memory_commands(
         "source": "unknown",
     }
     code, out = await hartflow("memory", "export")
-    assert code == 0 and json.loads(out)["facts"] == load_memory(store, "alice")["facts"]
+    assert code == 0 and json.loads(out)["facts"] == load_memory(store, alice)["facts"]
 
-    before = store.get("users/alice/memory.json")
+    before = store.get(key)
     for refused in (
         ("memory", "edit", "fact_nobody", "--content", "x"),
         ("memory", "edit", "fact_1"),
@@ -268,9 +284,9 @@ async def test_hartflow_memory_commands(
         ("memory", "import", str(tmp_path / "missing.json")),
     ):
         assert (await hartflow(*refused))[0] == 2, refused
-    assert store.get("users/alice/memory.json") == before
+    assert store.get(key) == before
 
     assert (await hartflow("memory", "delete", "fact_1"))[0] == 0
-    assert load_memory(store, "alice")["facts"] == []
+    assert load_memory(store, alice)["facts"] == []
     assert (await hartflow("memory", "clear", "--yes"))[0] == 0
-    assert load_memory(store, "bob") == empty_memory(), "bob's memory was never touched"
+    assert load_memory(store, bob) == empty_memory(), "bob's memory was never touched"

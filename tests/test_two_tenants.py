@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -68,6 +69,10 @@ from workers.testing import (
 from workers.worker import connect
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
+"""By role; each test's users are :data:`ALICE` and :data:`BOB`."""
+ALICE, BOB = "alice", "bob"
+"""The user ids of this test (:func:`users_of_this_test`): a user's memory workflow (``hartflow-memory-{user}``)
+is one per Temporal namespace, and the tests running beside this one on the same server have their own."""
 UPLOAD = "brief.txt"
 ARTIFACT = "report.md"
 
@@ -303,6 +308,12 @@ def fill(template: str, ids: Ids, req: Req) -> str:
 # -- the world ----------------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def users_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ALICE", unique("alice"))
+    monkeypatch.setattr(sys.modules[__name__], "BOB", unique("bob"))
+
+
 @pytest.fixture(params=["filesystem", "s3"])
 def storage_backend(request: pytest.FixtureRequest) -> dict[str, Any]:
     if request.param == "s3":
@@ -319,7 +330,8 @@ def secret() -> str:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any], tmp_path: Path) -> HartflowConfig:
-    tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
+    users = {"alice": ALICE, "bob": BOB}
+    tokens = [{"user_id": users[r], "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for r, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
@@ -338,8 +350,11 @@ def http(url: str, user: str) -> httpx.AsyncClient:
 
 def is_bobs(key: str) -> bool:
     """A key bob's requests may create or change: his user folder, the payloads of his own workflows."""
-    runs, memory = f"/wi/{encode_segment('hartflow:bob:')}", f"/wi/{encode_segment(MEMORY_WORKFLOW_ID_PREFIX + 'bob')}/"
-    return key.startswith("users/bob/") or runs in key or memory in key
+    runs, memory = (
+        f"/wi/{encode_segment(f'hartflow:{BOB}:')}",
+        f"/wi/{encode_segment(MEMORY_WORKFLOW_ID_PREFIX + BOB)}/",
+    )
+    return key.startswith(f"users/{BOB}/") or runs in key or memory in key
 
 
 def keys(store: ObjectStore) -> dict[str, str]:
@@ -411,11 +426,11 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
     memory = empty_memory()
     memory["user"]["workContext"]["summary"] = f"{secret} works on the quarterly report"
     memory["facts"] = [{"id": ALICES_FACT, "content": f"{secret} fact", "category": "context", "confidence": 0.9}]
-    save_memory(open_object_store(config), "alice", memory)
+    save_memory(open_object_store(config), ALICE, memory)
     skill = SkillBundle(
         ALICES_SKILL, f"{secret} skill", {"SKILL.md": f"---\nname: {ALICES_SKILL}\ndescription: x\n---\n".encode()}
     )
-    install(open_object_store(config), "alice", skill, deployment=[])
+    install(open_object_store(config), ALICE, skill, deployment=[])
     async with http(url, "alice") as api:
         created = await api.post("/threads", json={"metadata": {"owner": "alice", "secret": secret}})
         thread_id = created.json()["thread_id"]
@@ -433,7 +448,7 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
         views = await alices_views(api, thread_id)
     assert f"{secret} report" in views["artifact"]
     store = open_object_store(config)
-    runs = store.list(f"users/alice/threads/{thread_id}/api/runs/")
+    runs = store.list(f"users/{ALICE}/threads/{thread_id}/api/runs/")
     records = [json.loads(store.get(info.key) or b"{}") for info in runs]
     return Alice(
         thread_id,
@@ -475,12 +490,12 @@ class Walker:
         self.secret = secret
         self.alice_ids = Ids(alice.thread_id, alice.run_ids, alice.checkpoint_id)
         self.control = Ids(unique("nobodys"), (str(uuid.uuid4()), str(uuid.uuid4())), alice.checkpoint_id)
-        self.alices_workflow = run_workflow_id("alice", alice.thread_id)
+        self.alices_workflow = run_workflow_id(ALICE, alice.thread_id)
         self.bobs_baseline: dict[str, bytes] = {}
         self.listing: dict[str, str] = {}
         """Every key of the store with its etag, as the next request finds it."""
         self.walked = 0
-        self.alices_strings = [secret, *alice.run_ids, *alice.workflow_run_ids, "hartflow:alice:"]
+        self.alices_strings = [secret, *alice.run_ids, *alice.workflow_run_ids, f"hartflow:{ALICE}:"]
 
     def refusal(self, sent: Sent, *, alices: bool) -> str:
         """What a refusal says, to compare the two: alice's ids in it replaced by the control's, and any other id
@@ -499,11 +514,11 @@ class Walker:
             assert text not in sent.text, f"{what} shows alice's {text}:\n{sent.text}"
 
     def bobs(self, listing: dict[str, str]) -> dict[str, str]:
-        return {key: etag for key, etag in listing.items() if key.startswith("users/bob/")}
+        return {key: etag for key, etag in listing.items() if key.startswith(f"users/{BOB}/")}
 
     async def settle_bob(self) -> None:
         await asyncio.gather(
-            *(closed(self.client, run_workflow_id("bob", ids.thread_id)) for ids in (self.alice_ids, self.control))
+            *(closed(self.client, run_workflow_id(BOB, ids.thread_id)) for ids in (self.alice_ids, self.control))
         )
 
     def restore_bob(self, listing: dict[str, str]) -> None:
@@ -511,7 +526,7 @@ class Walker:
         if self.bobs(listing) == self.bobs(self.listing):
             self.listing = listing
             return
-        self.store.delete_prefix("users/bob/")
+        self.store.delete_prefix(f"users/{BOB}/")
         for key, data in self.bobs_baseline.items():
             self.store.put(key, data)
         self.listing = keys(self.store)
@@ -527,7 +542,7 @@ class Walker:
                 ran = await api.post(f"/threads/{ids.thread_id}/runs/wait", json={"input": message("hi")})
                 assert ran.status_code == 200 and self.secret not in ran.text, ran.text
         await self.settle_bob()
-        self.bobs_baseline = {info.key: self.store.get(info.key) or b"" for info in self.store.list("users/bob/")}
+        self.bobs_baseline = {info.key: self.store.get(info.key) or b"" for info in self.store.list(f"users/{BOB}/")}
         self.listing = keys(self.store)
 
     async def walk(self, phase: str, routes: list[tuple[str, str, str]]) -> None:
@@ -575,7 +590,7 @@ class Walker:
         config_file = home.parent / "bob.yaml"
         dumped = self.config.model_dump(mode="json", exclude_none=True)
         dumped["storage"].update(storage)  # a dump masks the S3 secret
-        config_file.write_text(json.dumps({**dumped, "user_id": "bob"}), encoding="utf-8")
+        config_file.write_text(json.dumps({**dumped, "user_id": BOB}), encoding="utf-8")
         upload = home.parent / UPLOAD
         upload.write_text("bob's brief")
         self.listing = keys(self.store)
@@ -652,7 +667,7 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         store = open_object_store(api_config)
         alices_keys = {key: etag for key, etag in keys(store).items() if not is_bobs(key)}
         alices_bytes = contents(store, alices_keys)
-        alices_workflow = run_workflow_id("alice", alice.thread_id)
+        alices_workflow = run_workflow_id(ALICE, alice.thread_id)
         alices_run = await workflow(client, alices_workflow)
         assert alices_run is not None and alices_run[1] == "RUNNING"
         await visible(client, alices_workflow)
@@ -669,7 +684,7 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         assert await workflow(client, legacy_run_workflow_id(alice.thread_id)) is None
         queue = f'TaskQueue = "{api_config.temporal.task_queue}"'
         started = {execution.id async for execution in client.list_workflows(queue)}
-        bobs = ("hartflow:bob:", f"{MEMORY_WORKFLOW_ID_PREFIX}bob")  # his runs; his memory, which his edits start
+        bobs = (f"hartflow:{BOB}:", f"{MEMORY_WORKFLOW_ID_PREFIX}{BOB}")  # his runs; his memory, which his edits start
         assert {i for i in started if not i.startswith(bobs)} == {alices_workflow}, "only bob's workflows"
         async with http(url, "alice") as api:
             assert await alices_views(api, alice.thread_id) == alice.views
