@@ -127,9 +127,8 @@ def _archive_bytes(context: ApiContext, user: str, body: SkillInstall) -> bytes:
 
 
 def _install(context: ApiContext, user: str, body: SkillInstall) -> str:
-    data = _archive_bytes(context, user, body)
     try:
-        bundle = read_archive(data)
+        bundle = read_archive(_archive_bytes(context, user, body))
         install(context.objects, user, bundle, deployment=load_skills(context.config.skills.root(context.config.home)))
     except SkillArchiveTooLarge as exc:
         raise HTTPException(413, str(exc)) from None
