@@ -38,6 +38,7 @@ from vocabulary.contracts import (
     MemoryReadInput,
     MemorySaveInput,
 )
+from vocabulary.contracts.memory import empty_memory
 from vocabulary.paths import validate_user_id
 
 MEMORY_FILE = "memory.json"
@@ -52,18 +53,6 @@ class MemoryStoreError(ValueError):
 
 def memory_key(user_id: str) -> str:
     return f"users/{validate_user_id(user_id)}/{MEMORY_FILE}"
-
-
-def empty_memory() -> dict[str, Any]:
-    """DeerFlow's ``create_empty_memory`` (without a timestamp: the writer stamps ``lastUpdated``)."""
-    section = {"summary": "", "updatedAt": ""}
-    return {
-        "version": "1.0",
-        "lastUpdated": "",
-        "user": {key: dict(section) for key in ("workContext", "personalContext", "topOfMind", "cognitiveStyle")},
-        "history": {key: dict(section) for key, _ in _HISTORY_SECTIONS},
-        "facts": [],
-    }
 
 
 def load_memory(store: ObjectStore, user_id: str) -> dict[str, Any]:

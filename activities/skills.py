@@ -1,19 +1,20 @@
-"""The skills directory and the ``skills.load`` activity SkillActivation awaits.
+"""The skills directory and what a SKILL.md says (``activities/user_skills.py`` adds each user's own skills and
+holds the ``skills.load`` activity SkillActivation awaits).
 
 Layout (DeerFlow's, rooted at ``skills.path``, default ``{home}/skills``)::
 
     {root}/public/<name>/SKILL.md      shipped skills, read-only
-    {root}/custom/<name>/SKILL.md      the user's own skills (a custom skill shadows a public one of that name)
+    {root}/custom/<name>/SKILL.md      the deployment's own skills (a custom skill shadows a public one of that name)
 
 A SKILL.md starts with YAML front matter naming the skill (``name`` and ``description`` are required; ``license``
 and ``allowed-tools`` are optional); a file without valid front matter is not a skill. Skill directories may
 nest (``public/docs/pdf/SKILL.md``). Inside a sandbox the tree appears under ``skills.container_path``
-(``/mnt/skills``), which is the path the model is told. A skill is enabled unless ``skills.disabled`` names it.
+(``/mnt/skills``), which is the path the model is told. A skill is enabled unless ``skills.disabled`` names it
+(or the user turned it off: ``activities/user_skills.py``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,10 +22,6 @@ from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
-from temporalio import activity
-
-from activities.contract import implements
-from vocabulary.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
 
 SKILL_FILE = "SKILL.md"
 CATEGORIES: tuple[Literal["public", "custom"], ...] = ("public", "custom")
@@ -51,21 +48,32 @@ class Skill:
     category: Literal["public", "custom"]
     relative_path: str
     """The skill's directory relative to its category folder (``pdf``, ``docs/pdf``)."""
-    skill_file: Path
+    skill_file: Path | None
+    """The SKILL.md in the skills folder; ``None`` for a skill a user installed (``activities/user_skills.py``)."""
     enabled: bool
     license: str | None = None
     allowed_tools: tuple[str, ...] | None = None
+    owner: str | None = None
+    """The user who installed it (only they see it, and may delete it); ``None``: the deployment's."""
 
     def container_file(self, container_path: str) -> str:
         return f"{container_path.rstrip('/')}/{self.category}/{self.relative_path}/{SKILL_FILE}"
 
 
-def parse_skill_file(skill_file: Path, category: Literal["public", "custom"], relative_path: str) -> Skill | None:
-    """The skill a SKILL.md describes, or ``None`` when its front matter is missing or invalid (as DeerFlow)."""
+@dataclass(frozen=True)
+class SkillMetadata:
+    name: str
+    description: str
+    license: str | None = None
+    allowed_tools: tuple[str, ...] | None = None
+
+
+def skill_metadata(text: str) -> SkillMetadata | None:
+    """A SKILL.md's front matter, or ``None`` when it is missing or invalid (as DeerFlow)."""
+    match = _FRONT_MATTER.match(text)
     try:
-        match = _FRONT_MATTER.match(skill_file.read_text(encoding="utf-8"))
         metadata = yaml.safe_load(match.group(1)) if match else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except yaml.YAMLError:
         return None
     if not isinstance(metadata, dict):
         return None
@@ -76,15 +84,31 @@ def parse_skill_file(skill_file: Path, category: Literal["public", "custom"], re
     if tools is not None and not (isinstance(tools, list) and all(isinstance(t, str) and t.strip() for t in tools)):
         return None
     license_text = str(metadata["license"]).strip() if metadata.get("license") is not None else ""
-    return Skill(
+    return SkillMetadata(
         name=name.strip(),
         description=description.strip(),
+        license=license_text or None,
+        allowed_tools=tuple(t.strip() for t in tools) if tools is not None else None,
+    )
+
+
+def parse_skill_file(skill_file: Path, category: Literal["public", "custom"], relative_path: str) -> Skill | None:
+    """The skill a SKILL.md describes, or ``None`` when its front matter is missing or invalid (as DeerFlow)."""
+    try:
+        metadata = skill_metadata(skill_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if metadata is None:
+        return None
+    return Skill(
+        name=metadata.name,
+        description=metadata.description,
         category=category,
         relative_path=relative_path,
         skill_file=skill_file,
         enabled=True,
-        license=license_text or None,
-        allowed_tools=tuple(t.strip() for t in tools) if tools is not None else None,
+        license=metadata.license,
+        allowed_tools=metadata.allowed_tools,
     )
 
 
@@ -107,35 +131,7 @@ def load_skills(root: Path, disabled: list[str] | frozenset[str] = frozenset()) 
 
 def read_skill(skill: Skill, root: Path) -> str:
     """The SKILL.md text; refuses a file that resolves outside the skills directory (a symlink out of it)."""
+    assert skill.skill_file is not None, "a user's installed skill is read from the store"
     resolved = skill.skill_file.resolve()
     resolved.relative_to(root.resolve())  # ValueError when it escapes
     return resolved.read_text(encoding="utf-8")
-
-
-class SkillActivities:
-    def __init__(self, root: Path, settings: SkillsSettings) -> None:
-        self._root = root
-        self._settings = settings
-
-    @implements(SKILL_LOAD)
-    def load(self, input: SkillLoadInput) -> SkillLoadResult:
-        """Check the skill the user activated (installed, enabled, available to this agent) and read it."""
-        skill = next((s for s in load_skills(self._root, self._settings.disabled) if s.name == input.name), None)
-        if skill is None:
-            return SkillLoadResult("not_installed")
-        if not skill.enabled:
-            return SkillLoadResult("disabled")
-        if input.available is not None and skill.name not in input.available:
-            return SkillLoadResult("not_available")
-        try:
-            content = read_skill(skill, self._root)
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            activity.logger.warning("skill %s could not be read: %s", skill.name, exc)
-            return SkillLoadResult("unreadable")
-        return SkillLoadResult(
-            "loaded",
-            category=skill.category,
-            container_path=skill.container_file(self._settings.container_path),
-            content=content,
-            sha256=hashlib.sha256(content.encode("utf-8")).hexdigest(),
-        )

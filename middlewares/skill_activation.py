@@ -16,8 +16,10 @@ answered; a call before that (a retry of the activation call) gets the remembere
 
 Writes: request overlay; per-run memory (the activation); reads the skills directory through an activity.
 
-Parts: the contract ``vocabulary/contracts/skills.py`` (``SKILL_LOAD``) and its activity ``activities/skills.py``;
-``hartflow skills`` (``workers/cli/threads.py``). Helpers: ``middlewares/_messages.py``. Tests:
+Parts: the contract ``vocabulary/contracts/skills.py`` (``SKILL_LOAD``) and its activity
+``activities/user_skills.py`` (the skills folder: ``activities/skills.py``); ``hartflow skills``
+(``workers/cli/skills.py``) and Settings → Skills (``workers/api/skills_route.py``) list, turn on and off,
+install and delete what it loads. Helpers: ``middlewares/_messages.py``. Tests:
 ``tests/test_skill_activation.py``.
 """
 
@@ -149,7 +151,7 @@ class SkillActivationMiddleware(Middleware):
             loaded = await call_activity(
                 request.ctx,
                 SKILL_LOAD,
-                SkillLoadInput(command.name, self.config.available_skills),
+                SkillLoadInput(command.name, self.config.available_skills, request.ctx.user_id),
                 summary=f"SkillActivation.wrap_model_call · load /{command.name}",
                 options=ActivityOptions(local=True),
             )

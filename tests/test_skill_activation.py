@@ -12,8 +12,9 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
-from activities.skills import SkillActivities, SkillsSettings, load_skills
+from activities.skills import SkillsSettings, load_skills
 from activities.thread_store import FilesystemThreadStore
+from activities.user_skills import SkillActivities
 from middlewares.base import ModelRequest
 from middlewares.skill_activation import (
     Activation,
@@ -149,6 +150,7 @@ def test_hartflow_skills_list(
             "description": "Read PDFs",
             "category": "public",
             "enabled": True,
+            "editable": False,
             "path": "/mnt/skills/public/pdf/SKILL.md",
             "file": str(tmp_path / "skills/public/pdf/SKILL.md"),
         }

@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import re
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.memory_store import empty_memory, save_memory
 from activities.storage import ObjectStore
 from activities.storage.payloads import encode_segment
+from activities.user_skills import SkillBundle, install
+from vocabulary.contracts import MEMORY_WORKFLOW_ID_PREFIX
 from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.api.app import PREFIXES, create_app
 from workers.api.channels import LARK_WRITES
@@ -67,6 +70,10 @@ from workers.testing import (
 from workers.worker import connect
 
 TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
+"""By role; each test's users are :data:`ALICE` and :data:`BOB`."""
+ALICE, BOB = "alice", "bob"
+"""The user ids of this test (:func:`users_of_this_test`): a user's memory workflow (``hartflow-memory-{user}``)
+is one per Temporal namespace, and the tests running beside this one on the same server have their own."""
 UPLOAD = "brief.txt"
 ARTIFACT = "report.md"
 
@@ -126,6 +133,12 @@ CREATES_RUN = (
     "a run on a thread id the caller has not used, with if_not_exists: create, creates the caller's own thread of "
     "that name (thread ids are per user), and its workflow is hartflow:{caller}:{thread}"
 )
+
+
+OWN_MEMORY = "memory is per user: the change goes to the caller's own memory (users/{caller}/memory.json)"
+ALICES_FACT = "fact_alice01"
+ALICES_SKILL = "alices-skill"
+"""Alice's memory fact and installed skill: bob names them and gets what he gets for names nobody has."""
 
 
 @dataclass(frozen=True)
@@ -255,6 +268,26 @@ ROUTES: dict[tuple[str, str], Walk] = {
     ("DELETE", "/channels/connections/{connection_id}"): Walk(lambda ids: [Req(path={"connection_id": "c1"})]),
     ("GET", "/integrations/lark/status"): Walk(lambda ids: [Req()]),
     **{("POST", f"/integrations/lark/{step}"): Walk(lambda ids: [Req(json={})]) for step in LARK_WRITES},
+    **{
+        (method, path): Walk(lambda ids: [Req()])
+        for method, path in (("GET", "/memory"), ("GET", "/memory/export"), ("POST", "/memory/reload"))
+    },
+    ("DELETE", "/memory"): Walk(lambda ids: [Req()], creates_own=OWN_MEMORY),
+    ("POST", "/memory/facts"): Walk(
+        lambda ids: [Req(json={"content": f"bob's fact {ids.thread_id}", "confidence": 0.9})], creates_own=OWN_MEMORY
+    ),
+    ("PATCH", "/memory/facts/{fact_id}"): Walk(lambda ids: [Req(path={"fact_id": ALICES_FACT}, json={"content": "x"})]),
+    ("DELETE", "/memory/facts/{fact_id}"): Walk(lambda ids: [Req(path={"fact_id": ALICES_FACT})]),
+    ("POST", "/memory/import"): Walk(lambda ids: [Req(json={"facts": []})], creates_own=OWN_MEMORY),
+    ("GET", "/skills"): Walk(lambda ids: [Req()]),
+    ("GET", "/skills/{skill_name}"): Walk(lambda ids: [Req(path={"skill_name": ALICES_SKILL})]),
+    ("PUT", "/skills/{skill_name}"): Walk(
+        lambda ids: [Req(path={"skill_name": ALICES_SKILL}, json={"enabled": False})]
+    ),
+    ("POST", "/skills/install"): Walk(
+        lambda ids: [Req(json={"thread_id": ids.thread_id, "path": f"mnt/user-data/outputs/{ALICES_SKILL}.skill"})]
+    ),
+    ("DELETE", "/skills/custom/{skill_name}"): Walk(lambda ids: [Req(path={"skill_name": ALICES_SKILL})]),
 }
 """Every route of the app (without its prefix), classified. A route missing here fails the test."""
 
@@ -301,7 +334,21 @@ CLI: dict[str, Command] = {
     "serve": Command(not_walked="the API: every route of it is walked above"),
     "demo": Command(not_walked="a scripted run on a new thread of its own, of the config's user"),
     "sandboxes": Command(not_walked="Kubernetes pods (an operator's command): no thread data"),
-    "skills": Command(not_walked="the skills folder of the installation: no user's data"),
+    "skills": Command(
+        lambda thread, _: [
+            ["skills", "list", "--json"],
+            ["skills", "disable", ALICES_SKILL, "--json"],
+            ["skills", "delete", ALICES_SKILL, "--yes", "--json"],
+        ]
+    ),
+    "memory": Command(
+        lambda thread, _: [
+            ["memory", "show", "--json"],
+            ["memory", "export"],
+            ["memory", "delete", ALICES_FACT, "--json"],
+            ["memory", "edit", ALICES_FACT, "--content", "mine", "--json"],
+        ]
+    ),
     "tools": Command(not_walked="the tools a run gets: no user's data"),
     "mcp": Command(lambda thread, _: [["mcp", "show", "--json"], ["mcp", "disable", "nobodys", "--json"]]),
     "agents": Command(lambda thread, _: [["agents", "list", "--json"], ["agents", "show", "bob-x", "--json"]]),
@@ -340,6 +387,12 @@ def fill(template: str, ids: Ids, req: Req) -> str:
 # -- the world ----------------------------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def users_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "ALICE", unique("alice"))
+    monkeypatch.setattr(sys.modules[__name__], "BOB", unique("bob"))
+
+
 @pytest.fixture(params=["filesystem", "s3"])
 def storage_backend(request: pytest.FixtureRequest) -> dict[str, Any]:
     if request.param == "s3":
@@ -356,7 +409,8 @@ def secret() -> str:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any], tmp_path: Path) -> HartflowConfig:
-    tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
+    users = {"alice": ALICE, "bob": BOB}
+    tokens = [{"user_id": users[r], "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for r, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
@@ -379,7 +433,11 @@ def http(url: str, user: str) -> httpx.AsyncClient:
 
 def is_bobs(key: str) -> bool:
     """A key bob's requests may create or change: his user folder, the payloads of his own workflows."""
-    return key.startswith("users/bob/") or f"/wi/{encode_segment('hartflow:bob:')}" in key
+    runs, memory = (
+        f"/wi/{encode_segment(f'hartflow:{BOB}:')}",
+        f"/wi/{encode_segment(MEMORY_WORKFLOW_ID_PREFIX + BOB)}/",
+    )
+    return key.startswith(f"users/{BOB}/") or runs in key or memory in key
 
 
 def keys(store: ObjectStore) -> dict[str, str]:
@@ -450,7 +508,12 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
     )
     memory = empty_memory()
     memory["user"]["workContext"]["summary"] = f"{secret} works on the quarterly report"
-    save_memory(open_object_store(config), "alice", memory)
+    memory["facts"] = [{"id": ALICES_FACT, "content": f"{secret} fact", "category": "context", "confidence": 0.9}]
+    save_memory(open_object_store(config), ALICE, memory)
+    skill = SkillBundle(
+        ALICES_SKILL, f"{secret} skill", {"SKILL.md": f"---\nname: {ALICES_SKILL}\ndescription: x\n---\n".encode()}
+    )
+    install(open_object_store(config), ALICE, skill, deployment=[])
     async with http(url, "alice") as api:
         created = await api.post("/threads", json={"metadata": {"owner": "alice", "secret": secret}})
         thread_id = created.json()["thread_id"]
@@ -468,7 +531,7 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
         views = await alices_views(api, thread_id)
     assert f"{secret} report" in views["artifact"]
     store = open_object_store(config)
-    runs = store.list(f"users/alice/threads/{thread_id}/api/runs/")
+    runs = store.list(f"users/{ALICE}/threads/{thread_id}/api/runs/")
     records = [json.loads(store.get(info.key) or b"{}") for info in runs]
     return Alice(
         thread_id,
@@ -510,12 +573,12 @@ class Walker:
         self.secret = secret
         self.alice_ids = Ids(alice.thread_id, alice.run_ids, alice.checkpoint_id)
         self.control = Ids(unique("nobodys"), (str(uuid.uuid4()), str(uuid.uuid4())), alice.checkpoint_id)
-        self.alices_workflow = run_workflow_id("alice", alice.thread_id)
+        self.alices_workflow = run_workflow_id(ALICE, alice.thread_id)
         self.bobs_baseline: dict[str, bytes] = {}
         self.listing: dict[str, str] = {}
         """Every key of the store with its etag, as the next request finds it."""
         self.walked = 0
-        self.alices_strings = [secret, *alice.run_ids, *alice.workflow_run_ids, "hartflow:alice:"]
+        self.alices_strings = [secret, *alice.run_ids, *alice.workflow_run_ids, f"hartflow:{ALICE}:"]
 
     def refusal(self, sent: Sent, *, alices: bool) -> str:
         """What a refusal says, to compare the two: alice's ids in it replaced by the control's, and any other id
@@ -534,11 +597,11 @@ class Walker:
             assert text not in sent.text, f"{what} shows alice's {text}:\n{sent.text}"
 
     def bobs(self, listing: dict[str, str]) -> dict[str, str]:
-        return {key: etag for key, etag in listing.items() if key.startswith("users/bob/")}
+        return {key: etag for key, etag in listing.items() if key.startswith(f"users/{BOB}/")}
 
     async def settle_bob(self) -> None:
         await asyncio.gather(
-            *(closed(self.client, run_workflow_id("bob", ids.thread_id)) for ids in (self.alice_ids, self.control))
+            *(closed(self.client, run_workflow_id(BOB, ids.thread_id)) for ids in (self.alice_ids, self.control))
         )
 
     def restore_bob(self, listing: dict[str, str]) -> None:
@@ -546,7 +609,7 @@ class Walker:
         if self.bobs(listing) == self.bobs(self.listing):
             self.listing = listing
             return
-        self.store.delete_prefix("users/bob/")
+        self.store.delete_prefix(f"users/{BOB}/")
         for key, data in self.bobs_baseline.items():
             self.store.put(key, data)
         self.listing = keys(self.store)
@@ -562,7 +625,7 @@ class Walker:
                 ran = await api.post(f"/threads/{ids.thread_id}/runs/wait", json={"input": message("hi")})
                 assert ran.status_code == 200 and self.secret not in ran.text, ran.text
         await self.settle_bob()
-        self.bobs_baseline = {info.key: self.store.get(info.key) or b"" for info in self.store.list("users/bob/")}
+        self.bobs_baseline = {info.key: self.store.get(info.key) or b"" for info in self.store.list(f"users/{BOB}/")}
         self.listing = keys(self.store)
 
     async def walk(self, phase: str, routes: list[tuple[str, str, str]]) -> None:
@@ -610,7 +673,7 @@ class Walker:
         config_file = home.parent / "bob.yaml"
         dumped = self.config.model_dump(mode="json", exclude_none=True)
         dumped["storage"].update(storage)  # a dump masks the S3 secret
-        config_file.write_text(json.dumps({**dumped, "user_id": "bob"}), encoding="utf-8")
+        config_file.write_text(json.dumps({**dumped, "user_id": BOB}), encoding="utf-8")
         upload = home.parent / UPLOAD
         upload.write_text("bob's brief")
         self.listing = keys(self.store)
@@ -687,7 +750,7 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         store = open_object_store(api_config)
         alices_keys = {key: etag for key, etag in keys(store).items() if not is_bobs(key)}
         alices_bytes = contents(store, alices_keys)
-        alices_workflow = run_workflow_id("alice", alice.thread_id)
+        alices_workflow = run_workflow_id(ALICE, alice.thread_id)
         alices_run = await workflow(client, alices_workflow)
         assert alices_run is not None and alices_run[1] == "RUNNING"
         await visible(client, alices_workflow)
@@ -704,7 +767,8 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         assert await workflow(client, legacy_run_workflow_id(alice.thread_id)) is None
         queue = f'TaskQueue = "{api_config.temporal.task_queue}"'
         started = {execution.id async for execution in client.list_workflows(queue)}
-        assert {i for i in started if not i.startswith("hartflow:bob:")} == {alices_workflow}, "only bob's workflows"
+        bobs = (f"hartflow:{BOB}:", f"{MEMORY_WORKFLOW_ID_PREFIX}{BOB}")  # his runs; his memory, which his edits start
+        assert {i for i in started if not i.startswith(bobs)} == {alices_workflow}, "only bob's workflows"
         async with http(url, "alice") as api:
             assert await alices_views(api, alice.thread_id) == alice.views
             final = await api.post(f"/threads/{alice.thread_id}/runs/wait", json={"command": {"resume": "blue"}})

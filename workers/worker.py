@@ -34,7 +34,6 @@ from activities.sandbox.base import SandboxProvider
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
 from activities.sandbox_sweeper import SweeperActivities
-from activities.skills import SkillActivities
 from activities.storage import ObjectStore
 from activities.thread_data import ThreadDataActivities
 from activities.thread_files import ThreadFiles
@@ -42,6 +41,7 @@ from activities.thread_store import ObjectThreadStore, ThreadStore, ThreadStoreA
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
+from activities.user_skills import SkillActivities
 from workers import telemetry
 from workers.config import HartflowConfig, open_object_store
 from workers.determinism import check_extensions
@@ -152,7 +152,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         MemoryQueueActivities().enqueue,
         images.inspect,
         images.load,
-        SkillActivities(config.skills.root(config.home), config.skills).load,
+        SkillActivities(config.skills.root(config.home), config.skills, objects).load,
         *_sweeper_activities(provider),
     ]
 

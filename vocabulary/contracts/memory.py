@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AnyMessage
 
@@ -82,6 +82,36 @@ class MemorySaveInput:
     data: dict[str, Any]
 
 
+MemoryEditOp = Literal["create_fact", "update_fact", "delete_fact", "clear", "import"]
+
+
+@dataclass
+class MemoryEdit:
+    """A change a user asks for (Settings → Memory, ``hartflow memory``), applied by the memory workflow's
+    ``edit`` update so it is serialised with the extractions (``workflows/memory_edit.py`` applies it)."""
+
+    op: MemoryEditOp
+    fact_id: str | None = None
+    """``update_fact``/``delete_fact``: the fact."""
+    content: str | None = None
+    category: str | None = None
+    confidence: float | None = None
+    document: dict[str, Any] | None = None
+    """``import``: the whole document that replaces the user's memory (checked by the caller)."""
+
+
+def empty_memory() -> dict[str, Any]:
+    """DeerFlow's ``create_empty_memory`` (without a timestamp: the writer stamps ``lastUpdated``)."""
+    section = {"summary": "", "updatedAt": ""}
+    return {
+        "version": "1.0",
+        "lastUpdated": "",
+        "user": {key: dict(section) for key in ("workContext", "personalContext", "topOfMind", "cognitiveStyle")},
+        "history": {key: dict(section) for key in ("recentMonths", "earlierContext", "longTermBackground")},
+        "facts": [],
+    }
+
+
 MEMORY_LOAD = ActivityRef("memory.load", MemoryLoadInput, MemoryContext)
 MEMORY_READ = ActivityRef("memory.read", MemoryReadInput, MemoryDocument)
 MEMORY_SAVE = ActivityRef("memory.save", MemorySaveInput, type(None))
@@ -91,3 +121,5 @@ MEMORY_WORKFLOW = "HartflowMemory"
 MEMORY_WORKFLOW_ID_PREFIX = "hartflow-memory-"
 """The per-user memory workflow's id is this prefix and the user id: one memory queue per user."""
 MEMORY_ENQUEUE_SIGNAL = "enqueue"
+MEMORY_EDIT_UPDATE = "edit"
+"""The memory workflow's update that applies a :class:`MemoryEdit` and returns the saved document."""

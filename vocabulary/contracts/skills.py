@@ -1,4 +1,4 @@
-"""A skill the user activated, checked and read (``activities/skills.py``)."""
+"""A skill the user activated, checked and read (``activities/user_skills.py``)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ class SkillLoadInput:
     name: str
     available: list[str] | None = None
     """The skills this agent may activate; ``None``: every enabled skill."""
+    user_id: str | None = None
+    """Whose skills: their installed ones and their on/off choices count (``None``: the skills folder only)."""
 
 
 SkillLoadStatus = Literal["loaded", "not_installed", "disabled", "not_available", "unreadable"]

@@ -25,11 +25,13 @@ from workers.api import (
     discovery,
     files,
     mcp_route,
+    memory_route,
     message_page,
     models_route,
     replays,
     run_events,
     runs,
+    skills_route,
     thread_edits,
     threads,
     token_usage,
@@ -66,6 +68,8 @@ def routers() -> list[APIRouter]:
         agents_route.router,
         assistants_route.router,
         *small_routers(),
+        memory_route.router,
+        skills_route.router,
     ]
 
 

@@ -7,7 +7,9 @@ Every command takes ``--json`` for machines; without it the output is for people
     _follow.py      finding a thread's run and following it until it settles
     runs.py         run, reply, cancel
     inspection.py   status, state, events, runs
-    threads.py      threads, upload, skills, tools
+    threads.py      threads, upload, tools
+    memory.py       memory (show, edit, delete, clear, export, import)
+    skills.py       skills (list, enable, disable, install, delete)
     processes.py    worker, dev, serve, demo, sandboxes
     parser.py       the command table and the parser built from it
     entry.py        main: run a command, map failures to exit codes

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from workers.cli.inspection import cmd_events, cmd_runs, cmd_state, cmd_status
+from workers.cli.memory import cmd_memory
 from workers.cli.processes import cmd_demo, cmd_dev, cmd_sandboxes, cmd_serve, cmd_worker
 from workers.cli.runs import cmd_cancel, cmd_reply, cmd_run
 from workers.cli.settings import cmd_agents, cmd_mcp
-from workers.cli.threads import cmd_skills, cmd_threads, cmd_tools, cmd_upload
+from workers.cli.skills import cmd_skills
+from workers.cli.threads import cmd_threads, cmd_tools, cmd_upload
 from workflows.run import RunStatus
 
 
@@ -146,8 +148,26 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "skills",
         cmd_skills,
-        "the skills users can activate with /skill-name",
-        (arg("action", choices=["list"]),),
+        "your skills (activate with /skill-name): list, turn on or off, install a .skill, delete",
+        (
+            arg("action", choices=["list", "enable", "disable", "install", "delete"]),
+            arg("target", nargs="?", metavar="NAME|FILE", help="the skill's name; install: the .skill archive"),
+            arg("--yes", action="store_true", help="delete: yes, remove the skill for good"),
+        ),
+    ),
+    Command(
+        "memory",
+        cmd_memory,
+        "your long-term memory: show, edit or delete a fact, clear, export, import",
+        (
+            arg("action", choices=["show", "edit", "delete", "clear", "export", "import"]),
+            arg("target", nargs="?", metavar="FACT_ID|FILE", help="edit/delete: the fact; import: the file (-: stdin)"),
+            arg("--content", help="edit: the fact's new text"),
+            arg("--category", help="edit: the fact's new category"),
+            arg("--confidence", type=float, help="edit: the fact's new confidence (0-1)"),
+            arg("--output", metavar="FILE", help="export: write here instead of stdout"),
+            arg("--yes", action="store_true", help="clear: yes, forget everything"),
+        ),
     ),
     Command(
         "mcp",

@@ -1,4 +1,4 @@
-"""The commands about what runs work with: ``threads`` (list, delete), ``upload``, ``skills`` and ``tools``."""
+"""The commands about what runs work with: ``threads`` (list, delete), ``upload`` and ``tools``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from activities.paths import InvalidIdError, validate_user_id
-from activities.skills import load_skills
 from activities.thread_lifecycle import list_threads
 from activities.uploads import UploadError, store_uploads
 from vocabulary.contracts import ThreadRef, UploadedFile
@@ -114,34 +113,6 @@ def store_thread_uploads(config: HartflowConfig, thread: ThreadRef, paths: list[
         return store_uploads(open_object_store(config), thread, [Path(p).expanduser() for p in paths])
     except UploadError as exc:
         raise BadInput(str(exc)) from None
-
-
-def cmd_skills(args: argparse.Namespace) -> int:
-    config = config_of(args)
-    settings = config.skills
-    root = settings.root(config.home)
-    rows = [
-        {
-            "name": skill.name,
-            "description": skill.description,
-            "category": skill.category,
-            "enabled": skill.enabled,
-            "path": skill.container_file(settings.container_path),
-            "file": str(skill.skill_file),
-        }
-        for skill in load_skills(root, settings.disabled)
-    ]
-
-    def human() -> None:
-        if not rows:
-            print(f"no skills in {root} (add public/<name>/SKILL.md or custom/<name>/SKILL.md)", file=sys.stderr)
-            return
-        for row in rows:
-            state = "" if row["enabled"] else " (disabled)"
-            print(f"/{row['name']:<24} {row['category']:<7} {row['description']}{state}")
-
-    emit(args, {"root": str(root), "skills": rows}, human)
-    return EXIT_OK
 
 
 async def cmd_tools(args: argparse.Namespace) -> int:
