@@ -64,7 +64,7 @@ def check_use(index: int, entry: ToolEntry) -> None:
         raise ValueError(f"tools.{index}.name: {entry.use!r} is the built-in {builtin!r}; name it so")
     if is_web_use(entry.use):
         web_tool(entry.use, {})  # only whether hartflow has it; settings are the worker's
-    elif entry.use.startswith("deerflow."):
+    elif builtin is None and entry.use.startswith("deerflow."):
         raise ValueError(f"tools.{index}.use: {entry.use!r} is a DeerFlow tool hartflow does not have")
 
 
