@@ -84,7 +84,7 @@ def test_var_settings_stay_names_in_the_config_and_are_resolved_where_the_tool_i
     built = build_tools(config.tools, {"CRM_QUEUE": "crm-prod"})
     assert built["crm"].info.execution.task_queue == "crm-prod"
     assert built["crm"].info.source == "activity:crm_lookup@crm-prod"
-    with pytest.raises(ToolBuildError, match="tools.0.task_queue: environment variable CRM_QUEUE is not set"):
+    with pytest.raises(ToolBuildError, match=r"tools\.0\.task_queue: environment variable CRM_QUEUE is not set"):
         build_tools(config.tools, {})
 
 
@@ -96,7 +96,7 @@ def test_an_entry_that_cannot_be_imported_or_is_no_tool_is_named() -> None:
         },
         environ={},
     )
-    with pytest.raises(ToolBuildError, match="tools.0.use: cannot import 'no_such_module:tool'"):
+    with pytest.raises(ToolBuildError, match=r"tools\.0\.use: cannot import 'no_such_module:tool'"):
         build_tools(config.tools, {})
 
 

@@ -127,5 +127,5 @@ async def test_duckduckgo_answers_are_normalised_as_deerflow_does(monkeypatch: p
 
 
 def test_a_deerflow_web_tool_hartflow_lacks_is_named() -> None:
-    with pytest.raises(ValueError, match="tavily.*has no hartflow implementation"):
+    with pytest.raises(ValueError, match=r"tavily.*has no hartflow implementation"):
         web_tool("deerflow.community.tavily.tools:web_search_tool", {})
