@@ -38,6 +38,8 @@ class ActivityOptions:
     retry: RetryPolicy | None = None
     local: bool = False
     """Local activities cost ~1 history event instead of ~6: use them for short idempotent I/O."""
+    task_queue: str | None = None
+    """Another task queue than the run's (a team's activity offered as a tool: ``activity_as_tool``)."""
 
 
 async def best_effort(call: Awaitable[T]) -> T | ActivityError:
@@ -269,5 +271,6 @@ class TemporalRunContext(RunContext):
             heartbeat_timeout=opts.heartbeat,
             retry_policy=opts.retry,
             summary=summary,
+            task_queue=opts.task_queue,
         )
         return result

@@ -42,6 +42,11 @@ class RunSettings(_Strict):
         description="the enabled MCP servers whose tools this run gets; filled in from mcp.servers and "
         "mcp.config_file (setting it under run: is an error)",
     )
+    tools: list[str] | None = Field(
+        None,
+        description="the configured tools (tools:) this run gets, by name; unset = every built-in sandbox tool and "
+        "no configured ones. Filled in from tools and a custom agent's tool_groups (setting it under run: is an error)",
+    )
     agent_name: str | None = Field(
         None, description="the custom agent this run is (set by the API from assistant_id or agent_name)"
     )

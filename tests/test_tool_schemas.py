@@ -17,12 +17,14 @@ import pytest
 from activities.tools import TOOLS
 from vocabulary.tool_args import GlobArgs, GrepArgs, parameters
 from vocabulary.tools import BUILTIN_TOOLS
+from vocabulary.web_tools import WEB_TOOLS
 
 PINNED = Path(__file__).with_name("builtin_tool_schemas.json")
 
 
 def test_builtin_tool_schemas_keep_their_exact_text() -> None:
-    generated = json.dumps([tool.schema() for tool in BUILTIN_TOOLS], indent=2) + "\n"
+    """The built-in tools, then the web tools (``vocabulary/web_tools.py``) a ``tools:`` entry can name."""
+    generated = json.dumps([tool.schema() for tool in (*BUILTIN_TOOLS, *WEB_TOOLS)], indent=2) + "\n"
     assert generated == PINNED.read_text(encoding="utf-8")
 
 

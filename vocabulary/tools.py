@@ -30,6 +30,19 @@ MCP_IMAGES_KEY = "hartflow_mcp_images"
 
 
 @dataclass(frozen=True)
+class ToolExecution:
+    """How a configured tool (``tools:`` in the config) runs: as the activity ``activity`` (``tools.call`` on the
+    run's own task queue, or a team's activity on ``task_queue``) with its own timeout, heartbeat and attempts
+    (unset: the run's ``tool_call`` settings)."""
+
+    activity: str
+    task_queue: str | None = None
+    timeout_seconds: float | None = None
+    heartbeat_seconds: float | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     name: str
     description: str
@@ -46,6 +59,8 @@ class ToolSpec:
     """The MCP server this tool comes from (``workflows/run/mcp_tools.py``); ``None`` for built-in tools."""
     remote_name: str | None = None
     """An MCP tool's name on its server (the run's name carries the server prefix)."""
+    execution: ToolExecution | None = None
+    """Set for a configured tool (``workflows/run/configured_tools.py``): the activity that runs it."""
 
     def schema(self) -> dict[str, Any]:
         """OpenAI function-calling format, which ``bind_tools`` accepts for every provider."""

@@ -19,6 +19,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from activities.configured_tools.build import check_use
+from activities.configured_tools.entries import ToolEntry, ToolGroupEntry, check_tool_entries, in_groups
 from activities.mcp.settings import McpSettings
 from activities.models.catalog import ModelEntry, check_entries
 from activities.sandbox.kubernetes import KubernetesSandboxSettings
@@ -143,6 +145,23 @@ class HartflowConfig(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings, description="hartflow serve: auth, body cap, model specs")
 
     mcp: McpSettings = Field(default_factory=McpSettings, description="MCP servers whose tools every run gets")
+    tools: list[ToolEntry] = Field(
+        default_factory=list,
+        description="DeerFlow's tools list (name, group, use, settings); empty = the built-in sandbox tools",
+    )
+    tool_groups: list[ToolGroupEntry] = Field(default_factory=list, description="DeerFlow's tool groups")
+
+    @model_validator(mode="after")
+    def _tools_of_runs(self) -> HartflowConfig:
+        """Runs carry the names of the configured tools (their settings stay on the worker)."""
+        check_tool_entries(self.tools, self.tool_groups)
+        for index, entry in enumerate(self.tools):
+            check_use(index, entry)
+        names = in_groups(self.tools, None) if self.tools else None  # an empty list is no list (dumped configs)
+        if self.run.tools is not None and self.run.tools != names:
+            raise ValueError("run.tools is not a setting: configure tools and tool_groups")
+        self.run = self.run.model_copy(update={"tools": names})
+        return self
 
     @model_validator(mode="after")
     def _mcp_servers_of_runs(self) -> HartflowConfig:
@@ -248,7 +267,9 @@ def _describe(exc: ValidationError, data: Mapping[str, Any]) -> str:
     problems = []
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"]) + _model_named_by(error["loc"], data)
-        if error["type"] == "extra_forbidden":
+        if not key:  # a check across keys, whose message names them
+            problems.append(str(error["msg"]).removeprefix("Value error, "))
+        elif error["type"] == "extra_forbidden":
             problems.append(f"unknown key '{key}'")
         else:
             problems.append(f"'{key}': {error['msg']}")

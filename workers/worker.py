@@ -22,6 +22,8 @@ from temporalio.client import (
 from temporalio.common import QueryRejectCondition, VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig
 
+from activities.configured_tools.activities import ConfiguredToolActivities, build_tools
+from activities.configured_tools.build import ToolBuildError
 from activities.guardrails import GuardrailActivities
 from activities.images import ImageActivities
 from activities.llm_breaker import LlmBreakerActivities
@@ -43,7 +45,7 @@ from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
 from activities.user_skills import SkillActivities
 from workers import telemetry
-from workers.config import HartflowConfig, open_object_store
+from workers.config import ConfigError, HartflowConfig, open_object_store
 from workers.determinism import check_extensions
 from workers.models import check_worker_models
 from workers.payloads import data_converter_for
@@ -120,9 +122,18 @@ def _sweeper_activities(provider: SandboxProvider) -> list[Any]:
     return [sweeper.inventory, sweeper.run_states]
 
 
+def configured_tools(config: HartflowConfig) -> ConfiguredToolActivities:
+    """The ``tools:`` entries built with this worker's environment (``$VAR`` settings resolved here only)."""
+    try:
+        return ConfiguredToolActivities(build_tools(config.tools, os.environ))
+    except ToolBuildError as exc:
+        raise ConfigError(f"invalid tools list: {exc}") from None
+
+
 def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     """Every activity, wired to ``objects``: the worker's one (thread-safe) instance of the configured storage."""
     provider = sandbox_provider(config)
+    configured = configured_tools(config)
     store = ThreadStoreActivities(thread_store(config, objects))
     memory = MemoryActivities(objects)
     files = ThreadFiles(objects, config.home, exclude=frozenset(config.storage.sync_exclude))
@@ -142,6 +153,8 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         tools.release,
         mcp.list_tools,
         mcp.call_tool,
+        configured.describe,
+        configured.call,
         GuardrailActivities().evaluate,
         ToolOutputActivities(files).externalize,
         ThreadDataActivities(config.home).ensure_dirs,

@@ -11,6 +11,15 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage
 
+from vocabulary.contracts.configured_tools import (
+    TOOLS_CALL,
+    TOOLS_DESCRIBE,
+    ConfiguredToolCallInput,
+    ConfiguredToolCallOutput,
+    ConfiguredToolInfo,
+    ToolsDescribeInput,
+    ToolsDescribeResult,
+)
 from vocabulary.contracts.guardrail import (
     GUARDRAIL_EVALUATE,
     GuardrailDecision,
@@ -149,6 +158,8 @@ __all__ = [
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
     "THREAD_LOAD",
+    "TOOLS_CALL",
+    "TOOLS_DESCRIBE",
     "TOOL_EXECUTE",
     "TOOL_OUTPUT_EXTERNALIZE",
     "UPLOADS_LIST",
@@ -157,6 +168,9 @@ __all__ = [
     "BreakerCheckResult",
     "BreakerReportInput",
     "CommitLineage",
+    "ConfiguredToolCallInput",
+    "ConfiguredToolCallOutput",
+    "ConfiguredToolInfo",
     "ExternalizeInput",
     "ExternalizeResult",
     "GuardrailDecision",
@@ -207,6 +221,8 @@ __all__ = [
     "ThreadSnapshot",
     "ToolCallInput",
     "ToolCallOutput",
+    "ToolsDescribeInput",
+    "ToolsDescribeResult",
     "TranscriptRef",
     "UploadedFile",
     "UploadsListInput",

@@ -2,10 +2,11 @@
 
 A run names a custom agent by ``assistant_id`` (LangGraph's way) or, with the built-in assistant, by
 ``agent_name`` in ``context`` or ``config.configurable`` (DeerFlow's app: ``frontend/src/core/threads/hooks.ts``).
-The agent gives the run its model (unless the request names a configured one, as DeerFlow's lead agent resolves
-``model_name or agent.model``), its SOUL (rendered in the system prompt, ``workflows/run/prompt.py``) and its
-skills (``skill_activation.available_skills``). The user's MCP servers (``activities/mcp/overlay.py``) are read
-here, at the start, so the run's input names them.
+The agent gives the run its ``tool_groups`` (only the ``tools:`` entries of those groups), its model (unless the
+request names a configured one, as DeerFlow's lead agent resolves ``model_name or agent.model``), its SOUL
+(rendered in the system prompt, ``workflows/run/prompt.py``) and its skills
+(``skill_activation.available_skills``). The user's MCP servers (``activities/mcp/overlay.py``) are read here, at
+the start, so the run's input names them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from fastapi import HTTPException
 
 from activities.agents_store import Agent, AgentNameError, AgentsStore
+from activities.configured_tools.entries import in_groups
 from activities.mcp.overlay import enabled_names, load_overlay
 from middlewares.run_settings import RunSettings
 from workers.api.deps import ApiContext
@@ -59,6 +61,9 @@ async def personal_settings(context: ApiContext, user: str, settings: RunSetting
     if agent is None:
         return settings.model_copy(update=update)
     update |= {"agent_name": agent.name, "soul": agent.soul or None}
+    if agent.tool_groups is not None and context.config.tools:
+        # DeerFlow's get_available_tools(groups=agent.tool_groups): only the configured tools of those groups.
+        update["tools"] = in_groups(context.config.tools, list(agent.tool_groups))
     if agent.skills is not None:
         middlewares = settings.middlewares
         activation = middlewares.skill_activation.model_copy(update={"available_skills": list(agent.skills)})

@@ -59,6 +59,7 @@ def continue_as_new(
         stream=stream,
         transcript=fields.transcript,
         mcp_tools=fields.mcp_tools,
+        configured_tools=fields.configured_tools,
         lineage=fields.lineage,
     )
     workflow.continue_as_new(

@@ -13,6 +13,7 @@ from typing import Any
 
 from middlewares.context import RunProgress
 from vocabulary.contracts import CommitLineage, McpToolInfo
+from vocabulary.contracts.configured_tools import ConfiguredToolInfo
 from vocabulary.human_input import Reply
 from vocabulary.state import StateUpdate, ThreadState, apply_update
 from vocabulary.transcript import TranscriptCursor
@@ -48,6 +49,8 @@ class RunFields:
     """The last model request's message ids and manifest: the next request sends only what is new."""
     mcp_tools: list[McpToolInfo] | None = None
     """The MCP tools this run discovered (or carried), when it has MCP servers."""
+    configured_tools: list[ConfiguredToolInfo] | None = None
+    """The configured tools this run was described (or carried), when its settings name any."""
     continue_as_new_requested: bool = False
 
     def apply(self, update: StateUpdate, new_id: Callable[[], str]) -> None:

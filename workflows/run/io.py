@@ -13,6 +13,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import CommitLineage, McpToolInfo
+from vocabulary.contracts.configured_tools import ConfiguredToolInfo
 from vocabulary.state import ThreadState
 from vocabulary.transcript import TranscriptCursor
 from workflows.run.delegation import SubagentTask
@@ -38,6 +39,8 @@ class CarriedRun:
     """The last model request's message ids and manifest: the continued run sends only what is new."""
     mcp_tools: list[McpToolInfo] | None = None
     """The MCP tools this run discovered: the continued run keeps them instead of asking the servers again."""
+    configured_tools: list[ConfiguredToolInfo] | None = None
+    """The configured tools this run was described: the continued run keeps them."""
     lineage: CommitLineage | None = None
     """Where the run's state came from, until its first commit records it."""
 

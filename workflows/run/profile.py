@@ -8,7 +8,9 @@ subagent workflow (``workflows/run/subagent.py``) is the same workflow with :dat
   ``ask_clarification`` only when it runs non-interactively;
 * the thread: a lead run loads the thread's state and commits it back; a subagent's state is its own (one message
   list seeded with the task's prompt and the lead's sandbox), never loaded nor committed;
-* MCP: a lead run discovers its servers' tools; a subagent gets none (the lead's are not passed down yet);
+* MCP and configured tools: a lead run discovers its servers' tools and the configured tools its settings name
+  (``workflows/run/configured_tools.py``); a subagent gets neither (the lead's are not passed down yet), but
+  only the sandbox tools a ``tools:`` list names, as the lead;
 * usage: a lead run reports its TokenUsage middleware's totals; a subagent (which has none) sums its messages',
   which the lead adds to the dispatching AIMessage through the task result.
 """
@@ -24,6 +26,7 @@ from middlewares.run_settings import RunSettings
 from middlewares.token_usage import TokenUsageMiddleware
 from vocabulary.state import ThreadState
 from vocabulary.tools import ToolCatalog, ToolSpec
+from workflows.run.configured_tools import unlisted_sandbox_tools
 from workflows.run.delegation import usage_of
 
 ASK_CLARIFICATION = "ask_clarification"
@@ -43,11 +46,19 @@ class RunProfile:
     usage: Callable[[list[Middleware], ThreadState], dict[str, int] | None]
     """The run's token totals for its view."""
 
-    def catalog(self, settings: RunSettings, chain: list[Middleware], mcp: Sequence[ToolSpec] = ()) -> ToolCatalog:
-        """The tools the model is offered: the built-ins, the chain's own, then the MCP tools."""
+    def catalog(
+        self,
+        settings: RunSettings,
+        chain: list[Middleware],
+        mcp: Sequence[ToolSpec] = (),
+        configured: Sequence[ToolSpec] = (),
+    ) -> ToolCatalog:
+        """The tools the model is offered: the built-ins (the sandbox tools a ``tools:`` list names), the chain's
+        own, the configured tools, then the MCP tools."""
         return (
-            ToolCatalog.builtin(exclude=self.excluded_tools(settings))
+            ToolCatalog.builtin(exclude=self.excluded_tools(settings) | unlisted_sandbox_tools(settings))
             .with_tools(tool for mw in chain for tool in mw.tools())
+            .with_tools(configured)
             .with_tools(mcp)
         )
 

@@ -1,6 +1,6 @@
 """A turn's tool calls: each through the wrap_tool_call chain, then to its executor (the tool activity, an MCP
-server, a subagent for ``task``, or the run itself for ``present_files``: ``workflows/run/present_files.py``), all
-in parallel.
+server, a configured tool's activity: ``workflows/run/configured_tools.py``, a subagent for ``task``, or the run
+itself for ``present_files``: ``workflows/run/present_files.py``), all in parallel.
 
 The run workflow (``workflows/run/workflow.py``) hands each turn's calls to :class:`ToolTurn`, which applies the
 results to the run's state (``RunFields.state``) in call order and returns the clarification interrupt, if any,
@@ -14,6 +14,7 @@ from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
 
+import workflows.run.configured_tools as configured_tools
 import workflows.run.mcp_tools as mcp_tools
 from middlewares._activity_call import call_activity
 from middlewares.base import Command, ToolCallRequest, ToolResult
@@ -96,6 +97,8 @@ class ToolTurn:
         ctx.emit("tool_call", tool=name, call_id=call_id, args=preview)
         if request.tool.server is not None:
             return await mcp_tools.execute(request, summary=f"tool {label}")
+        if request.tool.execution is not None:
+            return await configured_tools.execute(request, summary=f"tool {label}")
         if name == PRESENT_FILES_TOOL_NAME:
             result = present_files(request, ctx.uuid())
             ctx.emit("tool_result", tool=name, call_id=call_id, status="success")

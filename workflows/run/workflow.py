@@ -34,6 +34,7 @@ from temporalio.exceptions import ApplicationError, is_cancelled_exception
 from temporalio.workflow import HandlerUnfinishedPolicy
 
 import workflows.run.carry as carry
+import workflows.run.configured_tools as configured_tools
 import workflows.run.mcp_tools as mcp_tools
 import workflows.run.thread_io as thread_io
 from middlewares.base import ModelRequest
@@ -42,6 +43,7 @@ from middlewares.context import TemporalRunContext
 from middlewares.deferred_tool_filter import TOOL_SEARCH
 from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
 from vocabulary.messages import last_ai_message, message_text
+from vocabulary.tools import ToolSpec
 from workflows.run.archive import archive_run, archives_runs
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
@@ -219,18 +221,24 @@ class RunWorkflow:
         return await self._finish(failure)
 
     async def _add_mcp_tools(self, input: RunInput) -> None:
-        """The configured MCP servers' tools join the catalog (deferred with tool_search), discovered once per
-        run; runs without MCP servers (and subagents) issue no command here."""
+        """The configured tools (``tools:``) and the MCP servers' tools (deferred with tool_search) join the
+        catalog, each discovered once per run; runs without either (and subagents) issue no command here."""
+        configured: list[ToolSpec] = []
+        if self.profile.discovers_mcp:
+            taken = set(self._catalog.names())
+            configured = await configured_tools.run_tools(self._ctx, input, self._fields, taken=taken)
         if not (self.profile.discovers_mcp and input.settings.mcp_servers):
+            if configured:
+                self._catalog = self.profile.catalog(input.settings, self._chain, (), configured)
             return
         carried = input.carried.mcp_tools if input.carried is not None else None
         if carried is None:
-            taken = set(self._catalog.names()) | {TOOL_SEARCH}
+            taken = set(self._catalog.names()) | {TOOL_SEARCH} | {tool.name for tool in configured}
             carried = await mcp_tools.run_tools(self._ctx, list(input.settings.mcp_servers), taken=taken)
         self._fields.mcp_tools = carried
         specs = [mcp_tools.tool_spec(tool) for tool in carried]
         self._chain = self.profile.build_chain(input.settings, specs)
-        self._catalog = self.profile.catalog(input.settings, self._chain, specs)
+        self._catalog = self.profile.catalog(input.settings, self._chain, specs, configured)
 
     async def _start(self, input: RunInput) -> None:
         await thread_io.start(input, self._fields, self._ctx, self._chain, self.profile)
