@@ -29,6 +29,7 @@ from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
 from middlewares.run_settings import RunSettings
 from workers.api_settings import ApiSettings
+from workers.webhook_settings import WebhookSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
 ENV_PREFIX = "HARTFLOW_"
@@ -143,6 +144,7 @@ class HartflowConfig(_Strict):
     api: ApiSettings = Field(default_factory=ApiSettings, description="hartflow serve: auth, body cap, model specs")
 
     mcp: McpSettings = Field(default_factory=McpSettings, description="MCP servers whose tools every run gets")
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings, description="where runs report their end")
 
     @model_validator(mode="after")
     def _mcp_servers_of_runs(self) -> HartflowConfig:

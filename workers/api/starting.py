@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,7 +31,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.agents_store import Agent
 from middlewares.run_settings import RunSettings
-from vocabulary.contracts import ThreadRef
+from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import checkpoints, forks, records, status
 from workers.api.deps import ApiContext
@@ -40,6 +41,7 @@ from workers.api.limits import ApiBody
 from workers.api.message_files import attached_files
 from workers.api.outages import riding_out, storage_down
 from workers.api.run_agent import personal_settings, requested_model, run_agent
+from workers.api.webhooks import refuse_on_reply, run_webhook
 from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows.run import ReplyInput, message_problem
@@ -66,6 +68,7 @@ class RunCreate(ApiBody):
     on_disconnect: Literal["cancel", "continue"] = "continue"
     checkpoint: dict[str, Any] | None = None
     checkpoint_id: str | None = None
+    webhook: str | None = None
 
     @field_validator("config")
     @classmethod
@@ -292,6 +295,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     """Start or resume the thread's workflow for this request and record the API run; refusals raise first."""
     agent = await run_agent(context, thread.user_id, body.assistant_id, body.option("agent_name"))
     body.modes()
+    webhook = await run_webhook(context.config.webhooks, body.webhook)
     if body.multitask_strategy != "reject":
         raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
     attached = await attached_files(context, thread, _last_human(body))
@@ -308,6 +312,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     pending = await ledger.pending_request(thread, current) if fork is None else None
     reply = reply_for(body, pending, current, context.config.run.max_message_chars)
     if reply is not None:
+        refuse_on_reply(body.webhook)
         assert current.first_run_id is not None and current.workflow_id is not None
         workflow_id = current.workflow_id  # a paused run started before ids were per user answers under its own
         offset = await _stream_offset(context, workflow_id)
@@ -328,7 +333,8 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             "wait for it to finish or cancel it (multitask_strategy 'reject')",
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
-    record.workflow_run_id = await _start(context, thread, body, record, fork, attached, agent)
+    webhook = None if webhook is None else replace(webhook, run_id=record.run_id)
+    record.workflow_run_id = await _start(context, thread, body, record, fork, attached, agent, webhook)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
@@ -346,6 +352,7 @@ async def _start(
     fork: forks.Fork | None,
     attached: list[dict[str, Any]],
     agent: Agent | None,
+    webhook: WebhookTarget | None,
 ) -> str:
     rerun = fork.message if fork is not None else None
     message = rerun or _last_human(body)
@@ -378,6 +385,7 @@ async def _start(
         base_version=None if fork is None else fork.base,
         rerun_of=None if fork is None else fork.rerun_of,
         title=(body.input or {}).get("title"),
+        webhook=webhook,
     )
     try:
         handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
@@ -404,5 +412,6 @@ def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: 
             "stream_mode": body.modes(),
             "on_disconnect": body.on_disconnect,
             "checkpoint_id": checkpoints.requested_id(body.checkpoint, body.checkpoint_id),
+            "webhook": body.webhook,
         },
     )

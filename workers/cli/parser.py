@@ -56,6 +56,7 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="PATH",
                 help="attach a file: copied into the thread's uploads (repeatable)",
             ),
+            arg("--webhook", metavar="URL", help="POST the run's final view here when it ends (webhooks.default_url)"),
             _EVENTS,
         ),
     ),

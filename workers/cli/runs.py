@@ -14,6 +14,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.uploads import UploadError, check_uploads
+from activities.webhook_urls import WebhookUrlError
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers import progress
@@ -32,6 +33,7 @@ from workers.cli._follow import reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
 from workers.client.reader import RunClosed, first_run_id, query_open
 from workers.client.runs import ReplyRefused, Runs, RunStart
+from workers.client.webhooks import webhook_target
 from workers.config import HartflowConfig
 from workers.models import ModelSelectionError, RunModel, select_model
 from workers.stack import Stack
@@ -48,8 +50,19 @@ async def cmd_run(args: argparse.Namespace) -> int:
         newest = await runs.find(thread)
         if newest is not None and newest.running:
             raise BadInput(await _busy_message(stack.client, newest.workflow_id, thread.thread_id))
+        try:
+            webhook = await webhook_target(config.webhooks, args.webhook, None)
+        except WebhookUrlError as exc:
+            raise BadInput(str(exc)) from None
         files = store_thread_uploads(config, thread, args.file)
-        run = RunStart(thread, message, run_model.spec, run_model.settings, files=tuple(f.filename for f in files))
+        run = RunStart(
+            thread,
+            message,
+            run_model.spec,
+            run_model.settings,
+            files=tuple(f.filename for f in files),
+            webhook=webhook,
+        )
         handle = await _start_run(runs, run)
         workflow_id = handle.id
         if args.detach:
