@@ -7,8 +7,9 @@ one. Everything is checked before anything is written: a refused request starts 
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts (the message's images stored as uploads and shown to a vision model:
-  ``workers/api/images.py``); a thread whose run is still active is busy: 409 (``multitask_strategy``
-  ``reject``, the only strategy served). A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
+  ``workers/api/images.py``); a thread whose run is still active is busy: 409 with ``multitask_strategy``
+  ``reject``, or the active run is cancelled first (``interrupt``, ``rollback``: ``workers/api/multitask.py``).
+  A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
   there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with. The
   message's ``additional_kwargs.files`` must name the thread's uploads (``workers/api/message_files.py``, checked
   first), which reach the run as ``hartflow run --file`` does.
@@ -33,7 +34,7 @@ from activities.agents_store import Agent
 from middlewares.run_settings import RunSettings
 from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.workflow_ids import run_workflow_id
-from workers.api import checkpoints, forks, records, status
+from workers.api import checkpoints, forks, multitask, records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import assistant
 from workers.api.images import message_images, require_vision, store_images
@@ -64,6 +65,7 @@ class RunCreate(ApiBody):
     stream_subgraphs: bool = False
     stream_resumable: bool | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
+    """What a request does on a busy thread (``workers/api/multitask.py``)."""
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     checkpoint: dict[str, Any] | None = None
@@ -296,8 +298,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     agent = await run_agent(context, thread.user_id, body.assistant_id, body.option("agent_name"))
     body.modes()
     webhook = await run_webhook(context.config.webhooks, body.webhook)
-    if body.multitask_strategy != "reject":
-        raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
+    multitask.check_strategy(body.multitask_strategy)
     attached = await attached_files(context, thread, _last_human(body))
     ledger = context.ledger
     if not await ledger.thread_exists(thread):
@@ -326,6 +327,9 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             service="storage",
         )
         return record
+    if current.active and body.multitask_strategy in ("interrupt", "rollback"):
+        rollback = body.multitask_strategy == "rollback"
+        current, fork = await multitask.interrupt_for_new_run(context, thread, current, rollback=rollback)
     if current.active:
         raise HTTPException(
             409,
@@ -404,6 +408,7 @@ def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: 
         start_offset=offset,
         created_at=records.now(),
         metadata=dict(body.metadata),
+        multitask_strategy=body.multitask_strategy,
         kwargs={
             "input": body.input,
             "command": body.command,
