@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
@@ -48,7 +49,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
         # with another start still fails below, with the files of both in the uploads). The newest run may be
         # one started before ids were per user, under its legacy id: it keeps the thread busy too.
         newest = await runs.find(thread)
-        if newest is not None and newest.running:
+        if newest is not None and newest.running and args.if_busy == "interrupt":
+            await _interrupt(runs, newest.workflow_id)
+        elif newest is not None and newest.running:
             raise BadInput(await _busy_message(stack.client, newest.workflow_id, thread.thread_id))
         try:
             webhook = await webhook_target(config.webhooks, args.webhook, None)
@@ -72,6 +75,15 @@ async def cmd_run(args: argparse.Namespace) -> int:
         return exit_code(view.status)
 
 
+async def _interrupt(runs: Runs, workflow_id: str) -> None:
+    """``--if-busy interrupt``: cancel the thread's run and wait until it closed (its after_agent ran)."""
+    handle = runs.client.get_workflow_handle(workflow_id)
+    first = first_run_id(await handle.describe())
+    await runs.cancel(workflow_id, first_execution_run_id=first)
+    with contextlib.suppress(WorkflowFailureError):
+        await runs.client.get_workflow_handle(workflow_id, first_execution_run_id=first).result()
+
+
 def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, str, RunModel]:
     """The run's config, thread, message and model, every one checked before anything is written."""
     overrides: dict[str, Any] = {}
@@ -80,6 +92,8 @@ def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, s
     if args.plan_mode:
         overrides["run"] = {"plan_mode": True}
     config = config_of(args, **overrides)
+    if args.if_busy == "enqueue":
+        raise BadInput("--if-busy enqueue is not served yet: use reject or interrupt")
     message = args.message.strip()
     problem = message_problem(message, config.run.max_message_chars)
     if problem is not None:
