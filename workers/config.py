@@ -31,6 +31,7 @@ from activities.storage.payloads import DEFAULT_PAYLOAD_THRESHOLD
 from activities.storage.s3 import S3ObjectStore, S3Settings
 from middlewares.run_settings import RunSettings
 from workers.api_settings import ApiSettings
+from workers.webhook_settings import WebhookSettings
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
 ENV_PREFIX = "HARTFLOW_"
@@ -150,6 +151,7 @@ class HartflowConfig(_Strict):
         description="DeerFlow's tools list (name, group, use, settings); empty = the built-in sandbox tools",
     )
     tool_groups: list[ToolGroupEntry] = Field(default_factory=list, description="DeerFlow's tool groups")
+    webhooks: WebhookSettings = Field(default_factory=WebhookSettings, description="where runs report their end")
 
     @model_validator(mode="after")
     def _tools_of_runs(self) -> HartflowConfig:

@@ -44,6 +44,7 @@ from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
 from activities.user_skills import SkillActivities
+from activities.webhooks import WebhookActivities
 from workers import telemetry
 from workers.config import ConfigError, HartflowConfig, open_object_store
 from workers.determinism import check_extensions
@@ -55,6 +56,7 @@ from workflows.oneshot import OneShotWorkflow
 from workflows.run import RunWorkflow
 from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
+from workflows.webhook import WebhookWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 """How long a stopping worker lets its activities finish before the SDK cancels them."""
@@ -66,6 +68,7 @@ WORKFLOWS: Sequence[type] = (
     SandboxSweeperWorkflow,
     MemoryWorkflow,
     OneShotWorkflow,
+    WebhookWorkflow,
 )
 
 
@@ -166,6 +169,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         images.inspect,
         images.load,
         SkillActivities(config.skills.root(config.home), config.skills, objects).load,
+        WebhookActivities(config.webhooks.signing_secret(os.environ), config.webhooks.networks()).deliver,
         *_sweeper_activities(provider),
     ]
 

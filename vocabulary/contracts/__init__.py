@@ -131,6 +131,13 @@ from vocabulary.contracts.uploads import (
     UploadsListInput,
     UploadsListResult,
 )
+from vocabulary.contracts.webhook import (
+    WEBHOOK_DELIVER,
+    WEBHOOK_WORKFLOW,
+    WebhookDelivered,
+    WebhookDeliveryInput,
+    WebhookTarget,
+)
 
 __all__ = [
     "GUARDRAIL_EVALUATE",
@@ -163,6 +170,8 @@ __all__ = [
     "TOOL_EXECUTE",
     "TOOL_OUTPUT_EXTERNALIZE",
     "UPLOADS_LIST",
+    "WEBHOOK_DELIVER",
+    "WEBHOOK_WORKFLOW",
     "AIMessage",
     "BreakerCheckInput",
     "BreakerCheckResult",
@@ -228,4 +237,7 @@ __all__ = [
     "UploadsListInput",
     "UploadsListResult",
     "ViewedImage",
+    "WebhookDelivered",
+    "WebhookDeliveryInput",
+    "WebhookTarget",
 ]

@@ -128,10 +128,10 @@ class Ledger:
         """The run ``run_id`` of the thread (its record written from the memo when it never reached storage);
         an unknown one is 404."""
         record = await asyncio.to_thread(records.run_record, self._objects, thread, run_id)
-        if record is not None:
+        if record is not None and record.final_status != records.ROLLED_BACK:
             return record
         current = await self.chain(thread)
-        if current.started_by is not None and current.started_by.run_id == run_id:
+        if record is None and current.started_by is not None and current.started_by.run_id == run_id:
             return await self._recover(thread, current.started_by)
         raise HTTPException(404, f"run {run_id} not found on thread {thread.thread_id}")
 
@@ -140,9 +140,10 @@ class Ledger:
         storage."""
         found = await asyncio.to_thread(records.run_records, self._objects, thread)
         lost = records.unrecorded(found, current.started_by)
+        shown = [record for record in found if record.final_status != records.ROLLED_BACK]
         if lost is None:
-            return found
-        return records.newest_first([await self._recover(thread, lost), *found])
+            return shown
+        return records.newest_first([await self._recover(thread, lost), *shown])
 
     async def save_run(self, thread: ThreadRef, record: records.RunRecord) -> None:
         await asyncio.to_thread(records.save_run_record, self._objects, thread, record)

@@ -50,7 +50,11 @@ class RunRecord:
     kwargs: dict[str, Any] = field(default_factory=dict)
     multitask_strategy: str = "reject"
     final_status: str | None = None
-    """Written once the run's workflow chain was superseded by a newer one (``status.py`` then reads it)."""
+    """Written once the run's workflow chain was superseded by a newer one (``status.py`` then reads it);
+    :data:`ROLLED_BACK`: the run is gone for clients (a tombstone, so its workflow's memo does not bring it back)."""
+
+
+ROLLED_BACK = "rolled_back"
 
 
 def _api_prefix(thread: ThreadRef) -> str:

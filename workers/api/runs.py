@@ -1,4 +1,5 @@
-"""Thread runs: create, stream, wait, list, get, join (JSON), join the stream (``Last-Event-ID``), cancel.
+"""Thread runs: create, stream, wait, list, get, join (JSON), join the stream (``Last-Event-ID``), cancel (``action``
+``interrupt``, or ``rollback``: ``workers/api/multitask.py``).
 
 Every stream carries ``Location`` (where to rejoin it) and ``Content-Location`` (the run), so ``langgraph-sdk``
 reconnects by itself after a dropped connection, with the last event id it saw.
@@ -19,7 +20,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from vocabulary.contracts import ThreadRef
-from workers.api import records
+from workers.api import multitask, records
 from workers.api.deps import ApiContext, Context, Thread
 from workers.api.ledger import run_status
 from workers.api.outages import riding_out, storage_down, unreachable
@@ -219,12 +220,15 @@ async def cancel_run(
     wait: bool = False,
     action: Literal["interrupt", "rollback"] = "interrupt",
 ) -> Response:
-    if action == "rollback":
-        raise HTTPException(422, "action 'rollback' is not served: a durable run keeps what it committed")
     record = await context.ledger.run(thread, run_id)
     current_status = await _status_of(context, thread, record)
     if current_status not in ("pending", "running"):
         raise HTTPException(409, f"run {run_id} is {current_status}: only a running run can be cancelled")
+    if action == "rollback":
+        # The thread goes back to the version the run started from, and the run is deleted (LangGraph's rollback):
+        # that needs the run closed, so the answer comes once it has, with or without ``wait``.
+        await multitask.roll_back(context, thread, record)
+        return Response(status_code=204 if wait else 202)
     handle = _run_handle(context, record)
     if not await _cancel(context, record):
         raise HTTPException(409, f"run {run_id} is no longer running: only a running run can be cancelled")

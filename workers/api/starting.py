@@ -7,8 +7,9 @@ one. Everything is checked before anything is written: a refused request starts 
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts (the message's images stored as uploads and shown to a vision model:
-  ``workers/api/images.py``); a thread whose run is still active is busy: 409 (``multitask_strategy``
-  ``reject``, the only strategy served). A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
+  ``workers/api/images.py``); a thread whose run is still active is busy: 409 with ``multitask_strategy``
+  ``reject``, or the active run is cancelled first (``interrupt``, ``rollback``: ``workers/api/multitask.py``).
+  A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
   there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with. The
   message's ``additional_kwargs.files`` must name the thread's uploads (``workers/api/message_files.py``, checked
   first), which reach the run as ``hartflow run --file`` does.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,9 +32,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.agents_store import Agent
 from middlewares.run_settings import RunSettings
-from vocabulary.contracts import ThreadRef
+from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.workflow_ids import run_workflow_id
-from workers.api import checkpoints, forks, records, status
+from workers.api import checkpoints, forks, multitask, records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import assistant
 from workers.api.images import message_images, require_vision, store_images
@@ -40,6 +42,7 @@ from workers.api.limits import ApiBody
 from workers.api.message_files import attached_files
 from workers.api.outages import riding_out, storage_down
 from workers.api.run_agent import personal_settings, requested_model, run_agent
+from workers.api.webhooks import refuse_on_reply, run_webhook
 from workers.client.runs import ReplyRefused, Runs, RunStart
 from workers.models import ModelSelectionError, RunModel, select_model
 from workflows.run import ReplyInput, message_problem
@@ -62,10 +65,12 @@ class RunCreate(ApiBody):
     stream_subgraphs: bool = False
     stream_resumable: bool | None = None
     multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
+    """What a request does on a busy thread (``workers/api/multitask.py``)."""
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
     checkpoint: dict[str, Any] | None = None
     checkpoint_id: str | None = None
+    webhook: str | None = None
 
     @field_validator("config")
     @classmethod
@@ -292,8 +297,8 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     """Start or resume the thread's workflow for this request and record the API run; refusals raise first."""
     agent = await run_agent(context, thread.user_id, body.assistant_id, body.option("agent_name"))
     body.modes()
-    if body.multitask_strategy != "reject":
-        raise HTTPException(422, f"multitask_strategy {body.multitask_strategy!r} is not served; use 'reject'")
+    webhook = await run_webhook(context.config.webhooks, body.webhook)
+    multitask.check_strategy(body.multitask_strategy)
     attached = await attached_files(context, thread, _last_human(body))
     ledger = context.ledger
     if not await ledger.thread_exists(thread):
@@ -308,6 +313,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     pending = await ledger.pending_request(thread, current) if fork is None else None
     reply = reply_for(body, pending, current, context.config.run.max_message_chars)
     if reply is not None:
+        refuse_on_reply(body.webhook)
         assert current.first_run_id is not None and current.workflow_id is not None
         workflow_id = current.workflow_id  # a paused run started before ids were per user answers under its own
         offset = await _stream_offset(context, workflow_id)
@@ -321,6 +327,9 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             service="storage",
         )
         return record
+    if current.active and body.multitask_strategy in ("interrupt", "rollback"):
+        rollback = body.multitask_strategy == "rollback"
+        current, fork = await multitask.interrupt_for_new_run(context, thread, current, rollback=rollback)
     if current.active:
         raise HTTPException(
             409,
@@ -328,7 +337,8 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
             "wait for it to finish or cancel it (multitask_strategy 'reject')",
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
-    record.workflow_run_id = await _start(context, thread, body, record, fork, attached, agent)
+    webhook = None if webhook is None else replace(webhook, run_id=record.run_id)
+    record.workflow_run_id = await _start(context, thread, body, record, fork, attached, agent, webhook)
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
@@ -346,6 +356,7 @@ async def _start(
     fork: forks.Fork | None,
     attached: list[dict[str, Any]],
     agent: Agent | None,
+    webhook: WebhookTarget | None,
 ) -> str:
     rerun = fork.message if fork is not None else None
     message = rerun or _last_human(body)
@@ -378,6 +389,7 @@ async def _start(
         base_version=None if fork is None else fork.base,
         rerun_of=None if fork is None else fork.rerun_of,
         title=(body.input or {}).get("title"),
+        webhook=webhook,
     )
     try:
         handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
@@ -396,6 +408,7 @@ def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: 
         start_offset=offset,
         created_at=records.now(),
         metadata=dict(body.metadata),
+        multitask_strategy=body.multitask_strategy,
         kwargs={
             "input": body.input,
             "command": body.command,
@@ -404,5 +417,6 @@ def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: 
             "stream_mode": body.modes(),
             "on_disconnect": body.on_disconnect,
             "checkpoint_id": checkpoints.requested_id(body.checkpoint, body.checkpoint_id),
+            "webhook": body.webhook,
         },
     )

@@ -58,6 +58,13 @@ COMMANDS: tuple[Command, ...] = (
                 metavar="PATH",
                 help="attach a file: copied into the thread's uploads (repeatable)",
             ),
+            arg("--webhook", metavar="URL", help="POST the run's final view here when it ends (webhooks.default_url)"),
+            arg(
+                "--if-busy",
+                choices=("reject", "enqueue", "interrupt"),
+                default="reject",
+                help="a run going on the thread: refuse (default), or cancel it first (interrupt); enqueue: not yet",
+            ),
             _EVENTS,
         ),
     ),

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import uuid
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from activities.uploads import UploadError, check_uploads
+from activities.webhook_urls import WebhookUrlError
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers import progress
@@ -32,6 +34,7 @@ from workers.cli._follow import reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
 from workers.client.reader import RunClosed, first_run_id, query_open
 from workers.client.runs import ReplyRefused, Runs, RunStart
+from workers.client.webhooks import webhook_target
 from workers.config import HartflowConfig
 from workers.models import ModelSelectionError, RunModel, select_model
 from workers.stack import Stack
@@ -46,10 +49,23 @@ async def cmd_run(args: argparse.Namespace) -> int:
         # with another start still fails below, with the files of both in the uploads). The newest run may be
         # one started before ids were per user, under its legacy id: it keeps the thread busy too.
         newest = await runs.find(thread)
-        if newest is not None and newest.running:
+        if newest is not None and newest.running and args.if_busy == "interrupt":
+            await _interrupt(runs, newest.workflow_id)
+        elif newest is not None and newest.running:
             raise BadInput(await _busy_message(stack.client, newest.workflow_id, thread.thread_id))
+        try:
+            webhook = await webhook_target(config.webhooks, args.webhook, None)
+        except WebhookUrlError as exc:
+            raise BadInput(str(exc)) from None
         files = store_thread_uploads(config, thread, args.file)
-        run = RunStart(thread, message, run_model.spec, run_model.settings, files=tuple(f.filename for f in files))
+        run = RunStart(
+            thread,
+            message,
+            run_model.spec,
+            run_model.settings,
+            files=tuple(f.filename for f in files),
+            webhook=webhook,
+        )
         handle = await _start_run(runs, run)
         workflow_id = handle.id
         if args.detach:
@@ -57,6 +73,15 @@ async def cmd_run(args: argparse.Namespace) -> int:
         view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args))
         emit_view(args, view, stack, workflow_id)
         return exit_code(view.status)
+
+
+async def _interrupt(runs: Runs, workflow_id: str) -> None:
+    """``--if-busy interrupt``: cancel the thread's run and wait until it closed (its after_agent ran)."""
+    handle = runs.client.get_workflow_handle(workflow_id)
+    first = first_run_id(await handle.describe())
+    await runs.cancel(workflow_id, first_execution_run_id=first)
+    with contextlib.suppress(WorkflowFailureError):
+        await runs.client.get_workflow_handle(workflow_id, first_execution_run_id=first).result()
 
 
 def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, str, RunModel]:
@@ -67,6 +92,8 @@ def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, s
     if args.plan_mode:
         overrides["run"] = {"plan_mode": True}
     config = config_of(args, **overrides)
+    if args.if_busy == "enqueue":
+        raise BadInput("--if-busy enqueue is not served yet: use reject or interrupt")
     message = args.message.strip()
     problem = message_problem(message, config.run.max_message_chars)
     if problem is not None:

@@ -30,7 +30,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
 from vocabulary.causes import root_cause, root_message, root_type
-from vocabulary.contracts import ThreadRef
+from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.human_input import ReplyConflictError
 from vocabulary.workflow_ids import run_workflow_id
 from workers.client import threads
@@ -66,6 +66,8 @@ class RunStart:
     """The version whose human message this run reruns from ``base_version`` (regenerate)."""
     title: str | None = None
     """A title the run's state starts with (kept across a fork from a version older than a rename)."""
+    webhook: WebhookTarget | None = None
+    """Where the run POSTs its final view when it ends (checked by the caller: ``workers/api/webhooks.py``)."""
 
 
 class ReplyRefused(Exception):
@@ -110,6 +112,7 @@ class Runs:
                 title=run.title,
                 file_entries=list(run.file_entries) or None,
                 images=list(run.images),
+                webhook=run.webhook,
             ),
             id=run_workflow_id(thread.user_id, thread.thread_id),
             task_queue=self.task_queue,

@@ -71,5 +71,6 @@ def continue_as_new(
             settings=input.settings,
             carried=carried,
             subagent=input.subagent,
+            webhook=input.webhook,
         )
     )

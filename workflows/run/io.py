@@ -12,7 +12,7 @@ from typing import Any, Literal
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from middlewares.run_settings import RunSettings
-from vocabulary.contracts import CommitLineage, McpToolInfo
+from vocabulary.contracts import CommitLineage, McpToolInfo, WebhookTarget
 from vocabulary.contracts.configured_tools import ConfiguredToolInfo
 from vocabulary.state import ThreadState
 from vocabulary.transcript import TranscriptCursor
@@ -68,6 +68,8 @@ class RunInput:
     """A title the run's state starts with (a client keeping a renamed title across a fork)."""
     images: list[str] = field(default_factory=list)
     """Which of ``files`` are images the model sees with the message (a vision model: ``middlewares/view_image.py``)."""
+    webhook: WebhookTarget | None = None
+    """Where the run's final view is POSTed when it ends (``workflows/run/webhook.py``)."""
 
 
 @dataclass

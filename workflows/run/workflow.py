@@ -17,8 +17,8 @@ This module is the run's lifecycle, its loop and its whole public surface (every
 one-liner). What the run changes is one :class:`RunFields`; its behaviour beside the loop is in collaborators that
 take it as a parameter: the tool turn (``tools.py``) with delegation (``delegate.py``), the pause (``pause.py``),
 visibility (``visibility.py``), the model call (``model_call.py``), the view (``view.py``), the thread's load
-and commit (``thread_io.py``), what continue-as-new carries (``carry.py``) and a subagent's live steps
-(``step_reports.py``). A subagent is this workflow with
+and commit (``thread_io.py``), what continue-as-new carries (``carry.py``), a subagent's live steps
+(``step_reports.py``) and the webhook it reports its end to (``webhook.py``). A subagent is this workflow with
 another profile (``profile.py``).
 """
 
@@ -59,6 +59,7 @@ from workflows.run.step_reports import SUBAGENT_STEP_SIGNAL, StepReports, Subage
 from workflows.run.tools import ToolTurn
 from workflows.run.view import closing_status, final_view, run_error, run_view, state_brief
 from workflows.run.visibility import Visibility
+from workflows.run.webhook import report_end
 
 __all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
 
@@ -334,6 +335,8 @@ class RunWorkflow:
             ctx.emit("run_finished", status=status, stop_reason=ctx.stop_reason, **run_error(fields, status, failure))
             final = final_view(self._view(), status, failure)
             await archive_run(ctx, final, self._stream.get_state(), fields.version)
+            if self._input.webhook is not None:
+                await report_end(ctx, self._input.webhook, final)
             self._visibility.set_status(status)
         else:
             self._visibility.set_status(status)
