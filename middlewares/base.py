@@ -58,6 +58,9 @@ class ToolCallRequest:
     ctx: RunContext
     sandbox: SandboxLease | None = None
     """The run's sandbox lease, set by the Sandbox middleware for the wrappers inside it and the tool itself."""
+    review: dict[str, Any] | None = None
+    """A reviewer's decision on this call (``vocabulary/approvals.py``), when the run sends an approved, edited or
+    rejected call through the chain again (``middlewares/tool_approval.py``)."""
 
     @property
     def name(self) -> str:

@@ -43,6 +43,7 @@ from middlewares.thread_data import ThreadDataMiddleware
 from middlewares.title import TitleMiddleware
 from middlewares.todo_list import TodoListMiddleware
 from middlewares.token_usage import TokenUsageMiddleware
+from middlewares.tool_approval import ToolApprovalMiddleware
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
 from middlewares.uploads import UploadsMiddleware
@@ -67,6 +68,8 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     if mws.guardrails.enabled and mws.guardrails.provider:
         chain.append(GuardrailMiddleware.from_config(mws.guardrails))
     chain.append(SandboxAuditMiddleware())  # always: DeerFlow has no config gate
+    if mws.tool_approval.rules:  # after the policy checks, which see an approved call again: its docstring says why
+        chain.append(ToolApprovalMiddleware(mws.tool_approval))
     chain.append(ToolErrorHandlingMiddleware())  # last of the base: innermost, right around the tool
     return chain
 

@@ -19,6 +19,7 @@ from middlewares.summarization import SummarizationConfig
 from middlewares.thread_data import ThreadDataConfig
 from middlewares.title import TitleConfig
 from middlewares.token_usage import TokenUsageConfig
+from middlewares.tool_approval import ToolApprovalConfig
 from middlewares.tool_output_budget import ToolOutputConfig
 from middlewares.uploads import UploadsConfig
 
@@ -41,3 +42,4 @@ class MiddlewareSettings(BaseModel):
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     safety_finish_reason: SafetyFinishReasonConfig = Field(default_factory=SafetyFinishReasonConfig)
+    tool_approval: ToolApprovalConfig = Field(default_factory=ToolApprovalConfig)

@@ -79,6 +79,7 @@ def test_reducer_fields_match_deerflows_contract() -> None:
         "promoted",
         "delegations",
         "skill_context",
+        "approvals",  # hartflow's own: tool approvals by request id (vocabulary/approvals.py)
     } == REDUCER_FIELDS
     assert REDUCER_FIELDS < CHANNELS
     assert {"thread_data", "title", "uploaded_files", "summary_text", "background_tasks"} == CHANNELS - REDUCER_FIELDS

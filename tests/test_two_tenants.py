@@ -319,12 +319,20 @@ CLI: dict[str, Command] = {
             ["reply", thread, "blue", "--signal", "--json"],
         ]
     ),
+    "approve": Command(
+        lambda thread, _: [["approve", thread, "--json"], ["approve", thread, "--call", "c1", "--json"]]
+    ),
+    "reject": Command(lambda thread, _: [["reject", thread, "--reason", "no", "--json"]]),
     "cancel": Command(lambda thread, _: [["cancel", thread, "--json"]]),
     "status": Command(lambda thread, _: [["status", thread, "--json"]]),
     "state": Command(lambda thread, _: [["state", thread, "--json"]]),
     "events": Command(lambda thread, _: [["events", thread], ["events", thread, "--follow"]]),
     "runs": Command(
-        lambda thread, _: [["runs", "--thread", thread, "--json"], ["runs", "--status", "awaiting_input", "--json"]]
+        lambda thread, _: [
+            ["runs", "--thread", thread, "--json"],
+            ["runs", "--status", "awaiting_input", "--json"],
+            ["runs", "--awaiting", "approval", "--json"],
+        ]
     ),
     "threads": Command(
         lambda thread, _: [["threads", "delete", thread, "--yes", "--json"], ["threads", "list", "--json"]]

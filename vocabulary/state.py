@@ -24,6 +24,7 @@ CONTROL_KEYS = frozenset({"jump_to"})
 
 DELEGATION_CAP = 50
 SKILL_CONTEXT_CAP = 8
+APPROVALS_CAP = 50
 SKILL_DESCRIPTION_MAX_CHARS = 500
 # DeerFlow's SUBAGENT_STATUS_VALUES (``bytedance/deer-flow:
 # backend/packages/harness/deerflow/subagents/status_contract.py``): every status a finished task reports.
@@ -49,6 +50,8 @@ class ThreadState(BaseModel):
     skill_context: list[dict[str, Any]] = Field(default_factory=list)
     summary_text: str | None = None
     background_tasks: list[dict[str, Any]] | None = None
+    approvals: list[dict[str, Any]] = Field(default_factory=list)
+    """Tool approval requests, pending and decided, with who decided what (``vocabulary/approvals.py``)."""
 
 
 class SandboxConflictError(ValueError):
@@ -154,6 +157,17 @@ def merge_skill_context(existing: list[dict[str, Any]], new: list[dict[str, Any]
     return list(by_path.values())[-SKILL_CONTEXT_CAP:]
 
 
+def merge_approvals(existing: list[dict[str, Any]], new: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Approval records by ``request_id``: a later record of a request replaces it in place; the newest
+    ``APPROVALS_CAP`` stay (older ones remain in the thread's earlier versions)."""
+    if not new:
+        return existing
+    merged = {entry["request_id"]: entry for entry in existing}
+    for entry in new:
+        merged[entry["request_id"]] = entry
+    return list(merged.values())[-APPROVALS_CAP:]
+
+
 _REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
     "sandbox": merge_sandbox,
     "artifacts": merge_artifacts,
@@ -163,6 +177,7 @@ _REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
     "promoted": merge_promoted,
     "delegations": merge_delegations,
     "skill_context": merge_skill_context,
+    "approvals": merge_approvals,
 }
 
 REDUCER_FIELDS = frozenset({"messages", *_REDUCERS})

@@ -36,6 +36,8 @@ import re
 from typing import Any
 
 from middlewares.uploads import ORIGINAL_USER_CONTENT_KEY
+from vocabulary.approvals import interrupt_value as approval_value
+from vocabulary.approvals import is_approval
 
 _SECRETS = re.compile(
     r"(?i)(?:\b(?:sk|rk|pk)-[A-Za-z0-9_-]{12,}|\bAIza[0-9A-Za-z_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
@@ -72,7 +74,10 @@ def served_values(values: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def interrupt_value(request: dict[str, Any]) -> dict[str, Any]:
-    """What an interrupt carries for the pending ``human_input_request`` (the shape the module docstring names)."""
+    """What an interrupt carries for the pending ``human_input_request`` (the shape the module docstring names), or
+    for a pending tool approval LangChain's ``{action_requests, review_configs}`` (``vocabulary/approvals.py``)."""
+    if is_approval(request):
+        return approval_value(request)
     value: dict[str, Any] = {"question": str(request.get("question") or "")}
     if request.get("context"):
         value["context"] = str(request["context"])

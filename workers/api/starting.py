@@ -3,7 +3,8 @@ one. Everything is checked before anything is written: a refused request starts 
 
 * ``command: {resume: ...}`` answers the pending clarification through the run's validated ``reply`` update
   (``"text"``, ``{option_id}``, ``{fields}`` or ``{answer}``): refused → 422, the thread stays interrupted; on a
-  thread that is not interrupted → 400.
+  thread that is not interrupted → 400. A pending tool approval takes ``{decisions: [...]}``
+  (``workers/api/approvals.py``).
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts (the message's images stored as uploads and shown to a vision model:
@@ -32,9 +33,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.agents_store import Agent
 from middlewares.run_settings import RunSettings
+from vocabulary.approvals import ReviewInput, is_approval
 from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.workflow_ids import run_workflow_id
-from workers.api import checkpoints, forks, multitask, records, status
+from workers.api import approvals, checkpoints, forks, multitask, records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import assistant
 from workers.api.images import message_images, require_vision, store_images
@@ -103,6 +105,8 @@ class RunCreate(ApiBody):
         if command is None or "resume" not in command or isinstance(command["resume"], str):
             return command
         resume = command["resume"]
+        if isinstance(resume, dict) and "decisions" in resume:
+            return command  # a tool approval's decisions: checked against the request (workers/api/approvals.py)
         if not isinstance(resume, dict) or not set(resume) <= {"answer", "option_id", "fields"}:
             raise ValueError("resume must be text or {answer | option_id | fields}")
         for key in ("answer", "option_id"):
@@ -275,10 +279,14 @@ async def _stream_offset(context: ApiContext, workflow_id: str) -> int:
         raise HTTPException(409, _ANSWERED) from None
 
 
-async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput) -> None:
-    """Send the reply; a pause that another request answered first (many clients resuming at once) is 409."""
+async def _answer(context: ApiContext, workflow_id: str, reply: ReplyInput | ReviewInput) -> None:
+    """Send the reply (or a tool approval's review); a pause that another request answered first (many clients
+    resuming at once) is 409."""
     try:
-        await Runs(context.client).reply(workflow_id, reply)
+        if isinstance(reply, ReviewInput):
+            await Runs(context.client).review(workflow_id, reply)
+        else:
+            await Runs(context.client).reply(workflow_id, reply)
     except ReplyRefused as exc:
         if exc.answered_already:
             raise HTTPException(409, f"{_ANSWERED}: {exc}") from None
@@ -311,7 +319,13 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     if fork is not None and current.active:
         raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is {current.status}; a fork needs it idle")
     pending = await ledger.pending_request(thread, current) if fork is None else None
-    reply = reply_for(body, pending, current, context.config.run.max_message_chars)
+    max_chars = context.config.run.max_message_chars
+    reply: ReplyInput | ReviewInput | None = None
+    if is_approval(pending) and fork is None:
+        assert pending is not None
+        reply = approvals.review_for(body.command, pending, thread.user_id, max_chars)
+    else:
+        reply = reply_for(body, pending, current, max_chars)
     if reply is not None:
         refuse_on_reply(body.webhook)
         assert current.first_run_id is not None and current.workflow_id is not None
@@ -372,6 +386,7 @@ async def _start(
     require_vision(chosen, images)
     await store_images(context, thread, images)
     settings = await personal_settings(context, thread.user_id, run_settings(context, body), agent)
+    settings = approvals.with_run_rules(settings, body.option("tool_approval"))
     settings = settings.model_copy(update={"model_capabilities": chosen.settings.model_capabilities})
     sent_id = message.get("id") if message is not None else None
     message_id = forks.message_id(rerun) if rerun is not None else sent_id if isinstance(sent_id, str) else None

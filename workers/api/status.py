@@ -5,6 +5,7 @@ hartflow run                       LangGraph run           LangGraph thread
 =================================  ======================  ===========================================
 running                            ``running``             ``busy``
 awaiting_input (clarification)     ``success``             ``interrupted`` with ``interrupts``
+awaiting_approval (tool approval)  ``success``             ``interrupted`` with ``interrupts``
 completed                          ``success``             ``idle``
 error                              ``error``               ``error``
 cancelled                          ``interrupted``         ``idle``
@@ -81,7 +82,7 @@ async def chain(client: Client, thread: ThreadRef) -> Chain:
     first = description.raw_info.first_run_id or description.run_id
     started_by = from_memo(dict(await description.memo()), first)
     if description.status == WorkflowExecutionStatus.RUNNING:
-        paused = attributes.get(sa.STATUS) == "awaiting_input"
+        paused = attributes.get(sa.STATUS) in ("awaiting_input", "awaiting_approval")
         return Chain(first, "awaiting_input" if paused else "running", started_by, found.workflow_id)
     if description.status in _CLOSED:
         return Chain(first, _CLOSED[description.status], started_by, found.workflow_id)
@@ -100,7 +101,12 @@ def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
 
 def pending_request(values: dict[str, Any] | None, request_id: str | None = None) -> dict[str, Any] | None:
     """The ``human_input_request`` a pause asks, from the state: the ask_clarification ToolMessage carries it
-    (``artifact.human_input``), and the run commits it before it pauses, so storage answers without a worker."""
+    (``artifact.human_input``), and the run commits it before it pauses, so storage answers without a worker. A
+    pending tool approval (the ``approvals`` channel, ``vocabulary/approvals.py``) comes first: it is decided
+    before the turn's clarification is asked."""
+    for approval in reversed((values or {}).get("approvals") or []):
+        if approval.get("status") == "pending" and request_id in (None, approval.get("request_id")):
+            return dict(approval)
     for message in reversed((values or {}).get("messages") or []):
         request = (message.get("artifact") or {}).get("human_input") if message.get("type") == "tool" else None
         if isinstance(request, dict) and (request_id is None or request.get("request_id") == request_id):

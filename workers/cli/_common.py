@@ -1,7 +1,7 @@
 """Shared by every command: the exit codes, the refusal of bad input, and the one way to show a result.
 
-Exit codes (a contract): 0 completed, 3 awaiting input, 1 failed or cancelled, 2 bad input (nothing written).
-Every command takes ``--json`` for machines; without it the output is for people: :func:`emit` picks.
+Exit codes (a contract): 0 completed, 3 awaiting input or approval, 1 failed or cancelled, 2 bad input (nothing
+written). Every command takes ``--json`` for machines; without it the output is for people: :func:`emit` picks.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from activities.paths import InvalidIdError, validate_thread_id, validate_user_id
+from vocabulary.approvals import approval_markdown
 from vocabulary.contracts import ThreadRef
 from workers import progress
 from workers.config import HartflowConfig, load_config
@@ -40,7 +41,9 @@ def thread_of(config: HartflowConfig, thread_id: str) -> ThreadRef:
 
 
 def exit_code(status: str) -> int:
-    return {"completed": EXIT_OK, "awaiting_input": EXIT_AWAITING}.get(status, EXIT_FAILED)
+    return {"completed": EXIT_OK, "awaiting_input": EXIT_AWAITING, "awaiting_approval": EXIT_AWAITING}.get(
+        status, EXIT_FAILED
+    )
 
 
 def emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None]) -> None:
@@ -71,6 +74,10 @@ def print_view(view: RunView, ui_url: str | None) -> None:
         for index, option in enumerate(request.get("options") or [], 1):
             print(f"  {index}. {option['label']}")
         print(f"\nThe run is waiting. Answer with: hartflow reply {view.thread_id} 'your answer'")
+    elif view.status == "awaiting_approval" and view.pending_input:
+        for line in approval_markdown(view.pending_input)[1:-1]:
+            print(line)
+        print(f"\nThe run waits for approval: hartflow approve {view.thread_id} | hartflow reject {view.thread_id}")
     elif view.final_message:
         print(view.final_message)
     line = f"[{view.status}] thread {view.thread_id} · run {view.run_id} · {view.turns} turn(s)"

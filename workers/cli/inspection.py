@@ -16,6 +16,7 @@ from vocabulary.text import model_label
 from workers import progress
 from workers.cli._common import EXIT_OK, BadInput, config_of, emit, emit_view, thread_of
 from workers.cli._follow import archived_events, reader_of, started_thread
+from workers.cli.approvals import list_awaiting_approval
 from workers.client.reader import first_run_id
 from workers.config import HartflowConfig, open_object_store
 from workers.stack import Stack
@@ -116,7 +117,10 @@ async def cmd_events(args: argparse.Namespace) -> int:
 
 async def cmd_runs(args: argparse.Namespace) -> int:
     config = config_of(args)
-    query = _runs_query(config, args.status, args.thread)
+    awaiting = getattr(args, "awaiting", None)
+    query = _runs_query(config, "awaiting_input" if awaiting == "input" else args.status, args.thread)
+    if awaiting == "approval":
+        return await list_awaiting_approval(args, config, query)
     async with Stack(config, need_worker=False, ui=False, quiet=args.json) as stack:
         rows = [run_row(execution) async for execution in stack.client.list_workflows(query, limit=args.limit)]
 
@@ -159,7 +163,11 @@ def _runs_query(config: HartflowConfig, status: str | None, thread: str | None) 
 def run_row(execution: WorkflowExecution) -> dict[str, Any]:
     attributes = execution.typed_search_attributes
     status = attributes.get(sa.STATUS) or "running"
-    if execution.status not in (None, WorkflowExecutionStatus.RUNNING) and status in ("running", "awaiting_input"):
+    if execution.status not in (None, WorkflowExecutionStatus.RUNNING) and status in (
+        "running",
+        "awaiting_input",
+        "awaiting_approval",
+    ):
         # Terminated or timed out from outside: the run never got to say how it ended.
         status = execution.status.name.lower()
     return {

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
+from workers.cli.approvals import cmd_approve, cmd_reject
 from workers.cli.inspection import cmd_events, cmd_runs, cmd_state, cmd_status
 from workers.cli.memory import cmd_memory
 from workers.cli.processes import cmd_demo, cmd_dev, cmd_sandboxes, cmd_serve, cmd_worker
@@ -88,11 +89,38 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command(
+        "approve",
+        cmd_approve,
+        "approve the tool calls a run waits on (or one, or run it with edited arguments)",
+        (
+            _THREAD,
+            arg("--call", metavar="ID", help="only this tool call (default: every call waiting)"),
+            arg("--edit", metavar="ARGS.json", help="run the call with these arguments instead (a JSON object)"),
+            _EVENTS,
+        ),
+    ),
+    Command(
+        "reject",
+        cmd_reject,
+        "reject the tool calls a run waits on: the model reads the reason",
+        (
+            _THREAD,
+            arg("--call", metavar="ID", help="only this tool call (default: every call waiting)"),
+            arg("--reason", metavar="TEXT", help="what the model is told"),
+            _EVENTS,
+        ),
+    ),
+    Command(
         "runs",
         cmd_runs,
         "list your runs (the config's user_id; the Temporal visibility API)",
         (
             arg("--status", choices=list(get_args(RunStatus)), help="only runs in this status"),
+            arg(
+                "--awaiting",
+                choices=["approval", "input"],
+                help="approval: every pending tool approval (tool, args, age, deadline); input: runs awaiting input",
+            ),
             arg("--thread", metavar="ID", help="only runs of this thread"),
             arg("--limit", type=int, default=50, metavar="N", help="at most N runs, newest first (default 50)"),
         ),

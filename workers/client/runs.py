@@ -29,6 +29,7 @@ from temporalio.exceptions import ServerError
 from temporalio.service import RPCError, RPCStatusCode
 
 from middlewares.run_settings import RunSettings
+from vocabulary.approvals import ReviewInput
 from vocabulary.causes import root_cause, root_message, root_type
 from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.human_input import ReplyConflictError
@@ -134,6 +135,18 @@ class Runs:
         handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
         try:
             view: RunView = await handle.execute_update("reply", answer, result_type=RunView)
+        except WorkflowUpdateFailedError as exc:
+            answered = root_type(exc) == ReplyConflictError.__name__
+            lost = isinstance(root_cause(exc), ServerError)
+            raise ReplyRefused(root_message(exc), answered_already=answered, not_delivered=lost) from None
+        return view
+
+    async def review(self, workflow_id: str, review: ReviewInput, *, run_id: str | None = None) -> RunView:
+        """Decide on the run's pending tool approval through its validated ``review`` update; :class:`ReplyRefused`
+        when the run refuses the decisions (nothing is written then)."""
+        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
+        try:
+            view: RunView = await handle.execute_update("review", review, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             answered = root_type(exc) == ReplyConflictError.__name__
             lost = isinstance(root_cause(exc), ServerError)

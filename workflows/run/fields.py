@@ -34,9 +34,11 @@ class RunFields:
     """Where the loaded state came from (its version, the run's message), recorded by the run's first commit."""
     status: RunStatus = "running"
     pending: dict[str, Any] | None = None
-    """The clarification request the run waits on (``pending_input``), while it waits."""
+    """The clarification or approval request the run waits on (``pending_input``), while it waits."""
     reply: Reply | None = None
     """The accepted reply to ``pending``, until the pause turns it into a message."""
+    decisions: dict[str, dict[str, Any]] | None = None
+    """The decisions taken so far on the pending approval request, by tool call id (``workflows/run/approval.py``)."""
     final_message: str | None = None
     model_calls: int = 0
     """Model calls of this run (carried across continue-as-new): the recursion limit counts them."""

@@ -18,7 +18,7 @@ from vocabulary.state import ThreadState
 from vocabulary.transcript import TranscriptCursor
 from workflows.run.delegation import SubagentTask
 
-RunStatus = Literal["running", "awaiting_input", "completed", "error", "cancelled"]
+RunStatus = Literal["running", "awaiting_input", "awaiting_approval", "completed", "error", "cancelled"]
 
 
 @dataclass

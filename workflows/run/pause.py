@@ -1,5 +1,6 @@
-"""The clarification pause: a run that asked the user commits, waits durably for a reply (the ``reply`` update or
-the ``clarification_reply`` signal), and goes on with the answer as the hidden HumanMessage DeerFlow's UI sends.
+"""The run's durable pause (:meth:`Pause.hold`, which tool approvals share: ``workflows/run/approval.py``) and the
+clarification on it: a run that asked the user commits, waits durably for a reply (the ``reply`` update or the
+``clarification_reply`` signal), and goes on with the answer as the hidden HumanMessage DeerFlow's UI sends.
 
 The run workflow registers the handlers (``workflows/run/workflow.py``) and hands them to :class:`Pause`, which
 keeps the request and the reply in the run's fields (``RunFields.pending``, ``RunFields.reply``).
@@ -25,7 +26,7 @@ from vocabulary.human_input import (
     validate_reply,
 )
 from workflows.run.fields import RunFields
-from workflows.run.io import ReplyInput
+from workflows.run.io import ReplyInput, RunStatus
 from workflows.run.visibility import Visibility
 
 STOP_CLARIFICATION_TIMEOUT = "clarification_timeout"
@@ -45,15 +46,8 @@ class Pause:
         """Commit, wait durably for a reply, and return it as the hidden HumanMessage DeerFlow's UI sends (for
         the run to apply); ``None`` when the wait timed out, which stops the run."""
         ctx, fields = self._ctx, self._fields
-        await commit()
-        fields.pending = request
-        self._visibility.set_status("awaiting_input")
-        ctx.emit("awaiting_input", request_id=request.get("request_id"), question=request.get("question"))
-        try:
-            await workflow.wait_condition(
-                lambda: fields.reply is not None, timeout=self._timeout, timeout_summary="awaiting clarification"
-            )
-        except TimeoutError:
+        event = {"question": request.get("question")}
+        if not await self.hold(request, commit, lambda: fields.reply is not None, self._timeout, event=event):
             fields.pending = None
             ctx.stop(STOP_CLARIFICATION_TIMEOUT)
             return None
@@ -64,6 +58,31 @@ class Pause:
         self._visibility.set_status("running")
         ctx.emit("resumed", request_id=request.get("request_id"))
         return message
+
+    async def hold(
+        self,
+        request: dict[str, Any],
+        commit: Callable[[], Awaitable[None]],
+        answered: Callable[[], bool],
+        timeout: timedelta,
+        *,
+        event: dict[str, Any],
+        status: RunStatus = "awaiting_input",
+        summary: str = "awaiting clarification",
+    ) -> bool:
+        """The pause itself, for a clarification or a tool approval (``workflows/run/approval.py``): commit, show
+        ``request`` as the pending input, wait durably until ``answered`` (``True``) or ``timeout`` (``False``).
+        The ``awaiting_input`` event ends an API run's segment either way."""
+        fields = self._fields
+        await commit()
+        fields.pending = request
+        self._visibility.set_status(status)
+        self._ctx.emit("awaiting_input", request_id=request.get("request_id"), **event)
+        try:
+            await workflow.wait_condition(answered, timeout=timeout, timeout_summary=summary)
+        except TimeoutError:
+            return False
+        return True
 
     def reply(self, answer: ReplyInput) -> None:
         """The ``reply`` update, once validated."""

@@ -4,12 +4,15 @@ itself for ``present_files``: ``workflows/run/present_files.py``), all in parall
 
 The run workflow (``workflows/run/workflow.py``) hands each turn's calls to :class:`ToolTurn`, which applies the
 results to the run's state (``RunFields.state``) in call order and returns the clarification interrupt, if any,
-for the run to pause on. ``task`` calls go to delegation (``workflows/run/delegate.py``).
+for the run to pause on. Calls gated by ToolApproval wait, together, for their decisions
+(``workflows/run/approval.py``) once the others have run, then go through the chain again with them. ``task``
+calls go to delegation (``workflows/run/delegate.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
@@ -21,11 +24,14 @@ from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.context import RunContext
 from middlewares.dangling_tool_call import invalid_call_result
 from middlewares.sandbox_lease import SandboxLease
+from middlewares.tool_approval import ACTION_KIND
 from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput
 from vocabulary.delegation import TASK_TOOL_NAME
+from vocabulary.messages import last_ai_message
 from vocabulary.state import ThreadState
 from vocabulary.text import ELLIPSIS, one_line
 from vocabulary.tools import ToolCatalog, ToolSpec
+from workflows.run.approval import Approvals
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
 from workflows.run.fields import RunFields
@@ -44,31 +50,75 @@ class ToolTurn:
         *,
         visibility: Visibility,
         delegation: Delegation,
+        approvals: Approvals | None = None,
+        commit: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._ctx = ctx
         self._fields = fields
         self._catalog = catalog
         self._visibility = visibility
         self._delegation = delegation
+        self._approvals = approvals
+        """Where gated calls wait for their decisions (``workflows/run/approval.py``), committing first."""
+        self._commit = commit
 
     async def run(self, dispatcher: Dispatcher, calls: list[ToolCall]) -> dict[str, Any] | None:
-        """Run the calls in parallel against the same state, apply their results in call order, and return the
-        first clarification interrupt among them (``None`` when none asked)."""
+        """Run the calls in parallel against the same state, apply their results in call order (the gated ones
+        once decided), and return the first clarification interrupt among them (``None`` when none asked)."""
         state = self._fields.state
         results = await asyncio.gather(
             *(self._run_tool(dispatcher, state, dict(call)) for call in calls), return_exceptions=True
         )
+        actions: list[dict[str, Any]] = []
+        interrupt = self._apply(results, actions)
+        if actions:
+            interrupt = await self._run_reviewed(dispatcher, calls, actions) or interrupt
+        return interrupt
+
+    def _apply(self, results: list[Any], actions: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Apply the results in call order; the first clarification interrupt among them, the approval actions
+        gathered into ``actions``."""
         interrupt: dict[str, Any] | None = None
         for result in results:
             if isinstance(result, Command):
                 self._fields.apply(result.update, self._ctx.uuid)
-                interrupt = interrupt or result.interrupt
+                if (result.interrupt or {}).get("kind") == ACTION_KIND:
+                    actions.append(result.interrupt or {})
+                else:
+                    interrupt = interrupt or result.interrupt
             elif not isinstance(result, BaseException):
                 self._fields.apply({"messages": [result]}, self._ctx.uuid)
         failed = _first_failure(results)
         if failed is not None:
             raise failed
         return interrupt
+
+    async def _run_reviewed(
+        self, dispatcher: Dispatcher, calls: list[ToolCall], actions: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
+        """Pause for the decisions on the gated calls, then send each through the chain again with its decision:
+        an edited call with its edited args, which the answer's AIMessage shows from then on (the call that ran)."""
+        assert self._approvals is not None and self._commit is not None
+        decisions = await self._approvals.decide(actions, self._commit)
+        edited = {
+            call_id: decision["edited_action"]["args"]
+            for call_id, decision in decisions.items()
+            if decision["type"] == "edit"
+        }
+        ai = last_ai_message(self._fields.state.messages)
+        if edited and ai is not None:
+            revised = [{**call, "args": edited.get(str(call.get("id")), call["args"])} for call in ai.tool_calls]
+            self._fields.apply({"messages": [ai.model_copy(update={"tool_calls": revised})]}, self._ctx.uuid)
+        state = self._fields.state
+        reviewed = [
+            (dict(call, args=edited.get(str(call.get("id")), call["args"])), decisions[str(call.get("id"))])
+            for call in calls
+            if str(call.get("id")) in decisions
+        ]
+        results = await asyncio.gather(
+            *(self._run_tool(dispatcher, state, call, review) for call, review in reviewed), return_exceptions=True
+        )
+        return self._apply(results, [])
 
     def ends_run(self, calls: list[ToolCall]) -> bool:
         """Whether the run ends after these calls: all of them are ``return_direct`` tools."""
@@ -79,8 +129,11 @@ class ToolTurn:
         self._ctx.emit("tool_result", tool=result.name, call_id=result.tool_call_id, status="error")
         return result
 
-    async def _run_tool(self, dispatcher: Dispatcher, state: ThreadState, call: dict[str, Any]) -> ToolResult:
-        request = ToolCallRequest(dict(call), self._catalog.get(str(call.get("name"))), state, self._ctx)
+    async def _run_tool(
+        self, dispatcher: Dispatcher, state: ThreadState, call: dict[str, Any], review: dict[str, Any] | None = None
+    ) -> ToolResult:
+        spec = self._catalog.get(str(call.get("name")))
+        request = ToolCallRequest(dict(call), spec, state, self._ctx, review=review)
         return await dispatcher.call_tool(request, self._execute_tool)
 
     async def _execute_tool(self, request: ToolCallRequest) -> ToolResult:

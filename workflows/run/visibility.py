@@ -13,6 +13,7 @@ from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
 from middlewares.context import RunContext
+from vocabulary.approvals import approval_markdown, is_approval
 from vocabulary.human_input import request_markdown
 from vocabulary.text import ELLIPSIS, one_line
 from workflows import search_attributes as sa
@@ -71,7 +72,7 @@ class Visibility:
         if ctx.stop_reason:
             lines.append(f"**Stop reason:** {ctx.stop_reason}")
         if fields.pending:
-            lines.extend(request_markdown(fields.pending))
+            lines.extend((approval_markdown if is_approval(fields.pending) else request_markdown)(fields.pending))
         if fields.running_subagents:
             lines.append(f"**Subagents running:** {', '.join(fields.running_subagents.values())}")
         if fields.notice:

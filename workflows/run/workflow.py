@@ -8,6 +8,7 @@
         after_model                                reverse order; jump_to="model" skips the tools
         tool calls, in parallel, each through the wrap_tool_call chain → tool activity
         a clarification interrupt → commit, pause until a reply (signal or update), continue
+        (gated calls first wait, together, for their approvals the same way)
     after_agent                                    reverse order, in ``finally``: also on failure and cancel
     commit thread state (activity)
 
@@ -41,9 +42,11 @@ from middlewares.base import ModelRequest
 from middlewares.chain import describe
 from middlewares.context import TemporalRunContext
 from middlewares.deferred_tool_filter import TOOL_SEARCH
+from vocabulary.approvals import ReviewInput
 from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
 from vocabulary.messages import last_ai_message, message_text
 from vocabulary.tools import ToolSpec
+from workflows.run.approval import Approvals
 from workflows.run.archive import archive_run, archives_runs
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
@@ -103,6 +106,7 @@ class RunWorkflow:
         self._catalog = self.profile.catalog(settings, self._chain)
         self._visibility = Visibility(self._ctx, fields)
         self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
+        self._approvals = Approvals(self._ctx, fields, self._visibility, self._pause, self._tool_schemas)
         self._model_call = ModelCall(self._ctx, fields)
         carried = input.carried.state.messages if input.carried is not None else ()
         self._steps = StepReports(input.subagent, input.model, carried=carried)
@@ -129,6 +133,25 @@ class RunWorkflow:
     )
     def clarification_reply(self, payload: Any) -> None:
         self._pause.signal(payload)
+
+    @workflow.update(
+        name="review",
+        description="Decide on the pending tool approval: approve, edit or reject (validated; refused: no history).",
+    )
+    async def review(self, review: ReviewInput) -> RunView:
+        self._approvals.review(review)
+        return self._view()
+
+    @review.validator
+    def _validate_review(self, review: ReviewInput) -> None:
+        self._approvals.validate(review)
+
+    @workflow.signal(
+        name="approval_review",
+        description='Decide on the pending tool approval: {"decisions": [{"type": "approve"}, ...], "call_ids"?}.',
+    )
+    def approval_review(self, payload: Any) -> None:
+        self._approvals.signal(payload)
 
     @workflow.signal(
         name=LLM_RETRY_SIGNAL,
@@ -193,7 +216,15 @@ class RunWorkflow:
         await self._add_mcp_tools(input)
         dispatcher = Dispatcher(self._chain, ctx)
         delegation = Delegation(ctx, fields, self._visibility, input.settings)
-        tools = ToolTurn(ctx, fields, self._catalog, visibility=self._visibility, delegation=delegation)
+        tools = ToolTurn(
+            ctx,
+            fields,
+            self._catalog,
+            visibility=self._visibility,
+            delegation=delegation,
+            approvals=self._approvals,
+            commit=self._commit,
+        )
         if input.carried is None:
             workflow.logger.info("run %s starts with chain: %s", ctx.run_id, " → ".join(describe(self._chain)))
         await self._start(input)
@@ -321,6 +352,9 @@ class RunWorkflow:
             fields.apply({"messages": [answer]}, ctx.uuid)
             return True
         return not tools.ends_run(calls)
+
+    def _tool_schemas(self) -> dict[str, dict[str, Any]]:
+        return {name: spec.parameters for name, spec in self._catalog.tools.items()}
 
     # -- ending -------------------------------------------------------------------------------------------
 
