@@ -65,6 +65,7 @@ from vocabulary.contracts.memory import (
 from vocabulary.contracts.model import (
     LLM_RETRY_SIGNAL,
     MODEL_INVOKE,
+    LiveTokens,
     LlmRetryBudget,
     LlmRetryNotice,
     ModelCallInput,
@@ -167,6 +168,7 @@ __all__ = [
     "ImageInspectResult",
     "ImageLoadInput",
     "ImageLoadResult",
+    "LiveTokens",
     "LlmRetryBudget",
     "LlmRetryNotice",
     "McpCallInput",
