@@ -34,8 +34,11 @@ FLUSH_CHARS = 2048
 class TokenBatcher:
     """Collects one attempt's chunks and writes them as numbered batches."""
 
-    def __init__(self, store: ObjectStore, live: LiveTokens, attempt: int, message_id: str) -> None:
+    def __init__(
+        self, store: ObjectStore, live: LiveTokens, attempt: int, message_id: str, flush_seconds: float = FLUSH_SECONDS
+    ) -> None:
         self._store = store
+        self._flush_seconds = flush_seconds
         self._live = live
         self._attempt = attempt
         self._message_id = message_id
@@ -51,7 +54,7 @@ class TokenBatcher:
             self._pending, self._since = chunk, time.monotonic()
         else:
             self._pending = self._pending + chunk
-        return _text_size(self._pending) >= FLUSH_CHARS or time.monotonic() - self._since >= FLUSH_SECONDS
+        return _text_size(self._pending) >= FLUSH_CHARS or time.monotonic() - self._since >= self._flush_seconds
 
     async def flush(self) -> None:
         async with self._lock:
@@ -79,8 +82,8 @@ class TokenBatcher:
     async def tick(self) -> None:
         """Write a waiting batch when its time is up, so a pause in the provider's output delays nothing."""
         while True:
-            await asyncio.sleep(FLUSH_SECONDS)
-            if self._pending is not None and time.monotonic() - self._since >= FLUSH_SECONDS:
+            await asyncio.sleep(self._flush_seconds)
+            if self._pending is not None and time.monotonic() - self._since >= self._flush_seconds:
                 await self.flush()
 
 
