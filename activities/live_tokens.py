@@ -17,10 +17,11 @@ import time
 from collections.abc import AsyncIterator
 
 from langchain_core.language_models import LanguageModelInput
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, message_chunk_to_message
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, InvalidToolCall, message_chunk_to_message
 from langchain_core.runnables import Runnable
 from temporalio import activity
 
+from activities.models.tool_args import object_args_error
 from activities.storage import ObjectStore
 from vocabulary.contracts import LiveTokens
 from vocabulary.live_tokens import batch_key, call_prefix
@@ -115,7 +116,20 @@ async def stream_answer(
         raise ValueError("the model's stream ended without a chunk")
     message = message_chunk_to_message(total)
     assert isinstance(message, AIMessage)
+    message.invalid_tool_calls = [_explained(call) for call in message.invalid_tool_calls]
     return message
+
+
+def _explained(call: InvalidToolCall) -> InvalidToolCall:
+    """A streamed call whose arguments did not parse into an object says why, as a complete reply's would
+    (``activities/models/tool_args.py``)."""
+    if call.get("error") is not None:
+        return call
+    try:
+        problem = object_args_error(json.loads(call.get("args") or "{}"))
+    except ValueError as exc:
+        problem = f"the arguments are not valid JSON: {exc}"
+    return {**call, "error": f"Function {call.get('name') or '?'}: {problem}"}
 
 
 async def _chunks(
