@@ -32,6 +32,8 @@ class LiveCall:
     anchor: int
     frames_before: int
     """How many frames the anchor's own item gave: token frames number on from there."""
+    poll: bool = True
+    """Read the batches (the run is open)."""
     after: tuple[int, int] | None = None
     """The last ``(attempt, index)`` framed (or resumed after)."""
     message_id: str | None = None

@@ -121,8 +121,7 @@ class RunFrames:
             if message is not None:
                 node = _NODES.get(str(message.get("type")), "__input__")
                 meta = {"langgraph_node": node, "run_id": self.record.run_id, "thread_id": self.record.thread_id}
-                if not self._streamed(message):
-                    self._add(frames, "messages-tuple", "messages", [message, meta])
+                self._add(frames, "messages-tuple", "messages", [message, meta])
                 self._add(frames, "updates", "updates", {node: {"messages": [message]}})
             elif data.get("kind") == "channels":
                 self._add(frames, "updates", "updates", {"model": data["values"]})
@@ -141,13 +140,16 @@ class RunFrames:
                 frames.append(("error", error_frame(self.record.run_id, data.get("error"))))
         return frames
 
-    def _streamed(self, message: dict[str, Any]) -> bool:
+    def streamed(self, event: str, data: Any) -> bool:
+        """Whether this is the complete message of an answer the client holds as chunks (it is not sent again:
+        LangGraph clients would add it to them; its place in the numbering stays, so ids match a replay's)."""
         folded = self.folded
-        return folded is not None and folded.streamed and message.get("id") == folded.message_id
+        return event == "messages" and folded is not None and folded.streamed and data[0].get("id") == folded.message_id
 
-    def follow(self, chain: str, offset: int, frames_before: int, after: tuple[int, ...] | None) -> None:
-        """Start framing the live tokens of the model call announced at ``offset``."""
-        self.live = LiveCall(chain, offset, frames_before)
+    def follow(self, chain: str, offset: int, frames_before: int, after: tuple[int, ...] | None, *, poll: bool) -> None:
+        """Start framing the live tokens of the model call announced at ``offset`` (``poll``: its run is open; a
+        closed run's answers are whole in its state, and a client that resumes inside one holds its chunks)."""
+        self.live = LiveCall(chain, offset, frames_before, poll=poll)
         if after is not None and len(after) == 4 and after[:2] == (offset, frames_before):
             self.live.after, self.live.attempts, self.live.streamed = (after[2], after[3]), {after[2]}, True
 
@@ -226,7 +228,8 @@ async def run_frames(
     try:
         while True:
             pending = pending or asyncio.ensure_future(anext(items))
-            if frames.live is not None and not (await asyncio.wait({pending}, timeout=POLL_SECONDS))[0]:
+            polling = frames.live is not None and frames.live.poll
+            if polling and not (await asyncio.wait({pending}, timeout=POLL_SECONDS))[0]:
                 for frame in await frames.tokens(objects, after):
                     yield frame
                 continue
@@ -239,15 +242,17 @@ async def run_frames(
                 frames.skip(topic, data)
                 continue
             if frames.live is not None and (topic == MESSAGES_TOPIC or data.get("kind") in _CALL_ENDS):
-                for frame in await frames.tokens(objects, after):  # the batches written before the call ended
+                for frame in (
+                    await frames.tokens(objects, after) if frames.live.poll else []
+                ):  # the batches written before the call ended
                     yield frame
                 frames.folded, frames.live = frames.live, None
             produced = frames.frames_for(topic, data)
             for index, (event, payload) in enumerate(produced):
-                if after is None or (offset, index) > after:
+                if (after is None or (offset, index) > after) and not frames.streamed(event, payload):
                     yield Frame(event, payload, f"{offset}-{index}")
-            if follow and topic == PROGRESS_TOPIC and data.get("kind") == "model_call":
-                frames.follow(chain, offset, len(produced), after)
+            if "messages-tuple" in frames.modes and topic == PROGRESS_TOPIC and data.get("kind") == "model_call":
+                frames.follow(chain, offset, len(produced), after, poll=follow)
             if frames.outcome is not None:
                 break
     finally:
