@@ -5,7 +5,10 @@ Temporal owns retries: the activity makes exactly one provider request, and fail
 (``activities/llm_errors.py`` decides, per attempt). Before an attempt that will be retried, the activity
 signals the calling workflow (``ModelCallInput.retry_signal``) so the run shows DeerFlow's ``llm_retry`` event;
 that signal is best-effort: failing to send it never fails the call.
-The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay.
+The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay. When the call
+asks for live tokens (``ModelCallInput.live``) and the model streams, the answer is read with ``astream`` and
+published in batches while it is generated (``activities/live_tokens.py``); the result is still the complete
+message, under an id every attempt shares.
 
 ``input.model`` is a name from the worker's ``models:`` list (built here, its ``$VAR`` secrets read from this
 process's environment, so they never enter history) or a ``scripted:`` / ``openai:`` shorthand. Error text
@@ -20,13 +23,14 @@ from collections.abc import Awaitable, Mapping, Sequence
 from datetime import timedelta
 from typing import TypeVar
 
-from langchain_core.language_models import LanguageModelInput
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contract import implements
+from activities.live_tokens import TokenBatcher, drop_folded_calls, stream_answer
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
 from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, redact
@@ -75,10 +79,15 @@ class ModelActivities:
         store: ObjectStore | None = None,
         models: Sequence[ModelEntry] = (),
         environ: Mapping[str, str] | None = None,
+        stream_tokens: bool = True,
     ) -> None:
-        """``store``: where the threads' message blobs live; requests that carry a transcript reference need it.
-        ``models``: the worker's ``models:`` list, built with ``$VAR`` values from ``environ``."""
+        """``store``: where the threads' message blobs live; requests that carry a transcript reference need it;
+        live tokens are published there too. ``models``: the worker's ``models:`` list, built with ``$VAR`` values
+        from ``environ``. ``stream_tokens``: publish answers while they are generated (when the call asks)."""
         self._transcripts = TranscriptStore(store) if store is not None else None
+        self._store = store
+        self._stream_tokens = stream_tokens
+        self._cleanups: set[asyncio.Task[None]] = set()
         self._catalog = ModelCatalog(models, environ)
 
     @implements(MODEL_INVOKE)
@@ -103,7 +112,9 @@ class ModelActivities:
             else:
                 model = build_chat_model(input.model, call)
             runnable: Runnable[LanguageModelInput, AIMessage] = model.bind_tools(tools) if tools else model
-            message = await _with_heartbeats(runnable.ainvoke(messages), _heartbeat_interval(info))
+            streamed = self._live(input, info, model)
+            answer = runnable.ainvoke(messages) if streamed is None else stream_answer(runnable, messages, streamed)
+            message = await _with_heartbeats(answer, _heartbeat_interval(info))
         except (ScriptExhaustedError, ScriptError, InvalidModelSpecError, ModelConfigError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         except Exception as exc:
@@ -119,10 +130,25 @@ class ModelActivities:
                 # The cause would travel into history with its message: send the scrubbed error alone.
                 raise _redacted(error, secrets) from None
             raise error from exc
-        if message.id is None:
+        if streamed is not None:
+            message.id = live_message_id(info)  # the id its published chunks carry, the same on every attempt
+        elif message.id is None:
             # Random is fine: the activity result is recorded in history and replayed verbatim.
             message.id = f"run-{uuid.uuid4()}"
         return message
+
+    def _live(self, input: ModelCallInput, info: activity.Info, model: BaseChatModel) -> TokenBatcher | None:
+        """The batcher publishing this call's tokens: when the workflow asked for them, this worker has a store
+        and the model can stream (a model without its own ``_astream`` answers in one piece: ``ainvoke``)."""
+        if input.live is None or self._store is None or not self._stream_tokens:
+            return None
+        if type(model)._astream is BaseChatModel._astream:
+            return None
+        store, live = self._store, input.live
+        cleanup = asyncio.create_task(asyncio.to_thread(drop_folded_calls, store, live))
+        self._cleanups.add(cleanup)
+        cleanup.add_done_callback(self._cleanups.discard)
+        return TokenBatcher(store, live, info.attempt, live_message_id(info))
 
     async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble]:
         """The request's messages, system message and tools: inline, or resolved from the thread's blobs (a
@@ -145,6 +171,11 @@ class ModelActivities:
             return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
+
+
+def live_message_id(info: activity.Info) -> str:
+    """The id of a streamed call's message: derived from the activity, so every attempt streams under it."""
+    return f"run-{uuid.uuid5(uuid.NAMESPACE_URL, f'{info.workflow_id}/{info.workflow_run_id}/{info.activity_id}')}"
 
 
 def _mentions(exc: BaseException, secrets: Sequence[str]) -> bool:

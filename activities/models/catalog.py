@@ -144,6 +144,8 @@ def build_model(entry: ModelEntry, environ: Mapping[str, str]) -> BuiltModel:
     kwargs = _resolve(_constructor_kwargs(entry), environ, entry.name, "", secrets)
     if "max_retries" in getattr(cls, "model_fields", {}):
         kwargs["max_retries"] = 0
+    if "stream_usage" in getattr(cls, "model_fields", {}):
+        kwargs.setdefault("stream_usage", True)  # a streamed answer keeps its usage (the provider's last chunk)
     try:
         model = cls(**kwargs)
     except ValidationError as exc:

@@ -27,6 +27,9 @@ and ``id``. Raw provider calls in ``additional_kwargs.tool_calls`` (``{id, funct
 are parsed when the entry has neither ``tool_calls`` nor ``invalid_tool_calls``: arguments that are not a
 JSON object make that call an invalid tool call. Error entries take ``error`` =
 ``{status, message, type, retry_after, code}`` (``status`` or ``type`` required) and ``times`` (default 1).
+A response entry may also take ``chunks`` (the text in the pieces a streaming provider would send; ``content``
+defaults to their concatenation and must equal it when given) and ``chunk_delay`` (seconds between two
+pieces): ``astream`` yields each piece, then one last chunk with the tool calls, metadata and usage.
 Both take ``delay`` (seconds slept before answering or failing), ``wait_for_file`` (a path: the call blocks
 until that file exists, then answers or fails — how a test holds a model call in flight for exactly as long
 as it needs, without guessing a delay) and ``for``.
@@ -38,16 +41,16 @@ import asyncio
 import copy
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, InvalidToolCall, ToolCall
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, InvalidToolCall, ToolCall
 from langchain_core.messages.ai import UsageMetadata
-from langchain_core.messages.tool import invalid_tool_call, tool_call
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages.tool import invalid_tool_call, tool_call, tool_call_chunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
@@ -242,9 +245,20 @@ class ResponseEntry(_Strict):
     response_metadata: dict[str, Any] = Field(default_factory=dict)
     usage_metadata: UsageSpec | None = None
     id: str | None = None
+    chunks: list[str] | None = None
+    chunk_delay: float = Field(default=0.0, ge=0)
     delay: float = Field(default=0.0, ge=0)
     wait_for_file: str | None = Field(default=None, min_length=1)
     purpose: ModelPurpose = Field(default="agent", alias="for")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content_from_chunks(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("chunks"), list) and "content" not in data:
+            pieces = data["chunks"]
+            if all(isinstance(piece, str) for piece in pieces):
+                return {**data, "content": "".join(pieces)}
+        return data
 
     @field_validator("content", mode="before")
     @classmethod
@@ -259,7 +273,15 @@ class ResponseEntry(_Strict):
     def _answers(self) -> ResponseEntry:
         if not self.model_fields_set & {"content", "tool_calls"}:
             raise ValueError("entry needs 'content', 'tool_calls' or 'error'")
+        if self.chunks is not None and self.content != "".join(self.chunks):
+            raise ValueError("'content' must be the concatenation of 'chunks'")
         return self
+
+    def pieces(self) -> list[str]:
+        """The text as a streaming provider sends it (content blocks go in one piece, with the last chunk)."""
+        if self.chunks is not None:
+            return list(self.chunks)
+        return [self.content] if isinstance(self.content, str) and self.content else []
 
     def to_message(self, purpose: ModelPurpose, call_index: int) -> AIMessage:
         """A fresh AIMessage; everything is deep-copied because the parsed script is cached and shared."""
@@ -291,6 +313,24 @@ class ResponseEntry(_Strict):
             usage_metadata=usage,
             id=self.id,
         )
+
+
+def last_chunk(message: AIMessage, *, with_content: bool) -> AIMessageChunk:
+    """What a streaming provider sends last: the tool calls as deltas, the metadata and the usage."""
+    deltas = [
+        tool_call_chunk(name=call["name"], args=json.dumps(call["args"]), id=call["id"], index=index)
+        for index, call in enumerate(message.tool_calls)
+    ]
+    return AIMessageChunk(
+        content=message.content if with_content else "",
+        tool_call_chunks=deltas,
+        invalid_tool_calls=message.invalid_tool_calls,
+        additional_kwargs=message.additional_kwargs,
+        response_metadata=message.response_metadata,
+        usage_metadata=message.usage_metadata,
+        id=message.id,
+        chunk_position="last",
+    )
 
 
 def parse_raw_tool_calls(raw: list[Any]) -> tuple[list[ToolCall], list[InvalidToolCall]]:
@@ -501,6 +541,31 @@ class ScriptedChatModel(BaseChatModel):
         if entry.delay:
             await asyncio.sleep(entry.delay)
         return self._answer(entry)
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        """The answer as a streaming provider sends it: the text pieces ``chunk_delay`` apart, then one last chunk
+        with the tool calls (as deltas), metadata and usage."""
+        entry = self.script.resolve(self.purpose, self.call_index, self.attempt)
+        if entry.wait_for_file:
+            while not Path(entry.wait_for_file).exists():
+                await asyncio.sleep(_FILE_POLL_SECONDS)
+        if entry.delay:
+            await asyncio.sleep(entry.delay)
+        if isinstance(entry, ErrorEntry):
+            raise entry.error.to_exception()
+        message = entry.to_message(self.purpose, self.call_index)
+        pieces = entry.pieces()
+        for index, piece in enumerate(pieces):
+            if index and entry.chunk_delay:
+                await asyncio.sleep(entry.chunk_delay)
+            yield ChatGenerationChunk(message=AIMessageChunk(content=piece, id=message.id))
+        yield ChatGenerationChunk(message=last_chunk(message, with_content=not pieces))
 
     def bind_tools(
         self,

@@ -6,11 +6,18 @@ Each request takes the next :class:`Reply` (status, JSON body, headers), so a te
 langchain-openai client over httpx) parses them. Every request is recorded with its headers, body and arrival
 time; a request past the end of the script gets a ``500`` naming the fake, so a test that calls more often than
 it scripted fails loudly.
+
+A request with ``"stream": true`` gets the same reply as server-sent events, the way OpenAI streams it: the text
+in ``Reply.pieces`` (default: word by word), each tool call as deltas (name and id first, the arguments in two
+halves), the finish reason, then usage in a last chunk without choices (when ``stream_options.include_usage``),
+then ``data: [DONE]``. ``Reply.cut_after`` ends the connection after that many chunks instead: a provider lost
+mid-stream. Error replies are sent as they are (the SDK raises on the status before reading a stream).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +33,37 @@ class Reply:
     body: dict[str, Any]
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
+    pieces: list[str] | None = None
+    """How a streamed reply's text is split (``None``: word by word)."""
+    cut_after: int | None = None
+    """A streamed reply's connection ends after this many chunks, without ``[DONE]``."""
+
+
+def stream_chunks(reply: Reply, include_usage: bool) -> list[dict[str, Any]]:
+    """The ``chat.completion.chunk`` objects a streaming provider sends for ``reply``."""
+    body = reply.body
+    choice = body["choices"][0]
+    message = choice["message"]
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    text = message.get("content") or ""
+    pieces = reply.pieces if reply.pieces is not None else re.findall(r"\S+\s*|\s+", text)
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in pieces]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        arguments = call["function"]["arguments"]
+        half = len(arguments) // 2
+        start = {"index": index, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"]}}
+        chunks.append(chunk({"tool_calls": [{**start, "function": {**start["function"], "arguments": ""}}]}))
+        for part in (arguments[:half], arguments[half:]):
+            chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if include_usage and "usage" in body:
+        chunks.append({**head, "choices": [], "usage": body["usage"]})
+    return chunks
 
 
 @dataclass(frozen=True)
@@ -126,7 +164,26 @@ class FakeOpenAI:
                 if self.path != "/v1/chat/completions":
                     self._send(error_reply(404, f"fake provider: no route {self.path}"))
                     return
-                self._send(fake._next(recorded))
+                reply = fake._next(recorded)
+                if body.get("stream") and reply.status == 200:
+                    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(reply, stream_chunks(reply, include_usage))
+                else:
+                    self._send(reply)
+
+            def _stream(self, reply: Reply, chunks: list[dict[str, Any]]) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for index, chunk in enumerate(chunks):
+                    if reply.cut_after is not None and index >= reply.cut_after:
+                        self.close_connection = True
+                        return
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
 
             def _send(self, reply: Reply) -> None:
                 data = json.dumps(reply.body).encode()

@@ -74,6 +74,7 @@ from vocabulary.contracts.memory import (
 from vocabulary.contracts.model import (
     LLM_RETRY_SIGNAL,
     MODEL_INVOKE,
+    LiveTokens,
     LlmRetryBudget,
     LlmRetryNotice,
     ModelCallInput,
@@ -190,6 +191,7 @@ __all__ = [
     "ImageInspectResult",
     "ImageLoadInput",
     "ImageLoadResult",
+    "LiveTokens",
     "LlmRetryBudget",
     "LlmRetryNotice",
     "McpCallInput",

@@ -44,6 +44,18 @@ class ModelCallInput:
     transcript: TranscriptRef | None = None
     """The request's messages by reference (``messages`` is then empty): the agent's calls send only what is new
     since the previous request, so a turn's history cost does not grow with the conversation."""
+    live: LiveTokens | None = None
+    """Publish the answer's tokens while they are generated (``vocabulary/live_tokens.py``); ``None``: don't."""
+
+
+@dataclass
+class LiveTokens:
+    """Where a model call publishes its live token batches (``vocabulary/live_tokens.py``)."""
+
+    chain: str
+    """The run chain's folder (``chain_prefix``)."""
+    anchor: int
+    """Stream offset of the ``model_call`` progress event announcing the call."""
 
 
 @dataclass

@@ -29,7 +29,10 @@ MAX_ID_DIGITS = 18
 """Digits of a checkpoint version or a stream offset: every such number fits in a signed 64-bit integer."""
 
 _VERSION = re.compile(rf"v([0-9]{{1,{MAX_ID_DIGITS}}})", re.ASCII)
-_EVENT_ID = re.compile(rf"(-?[0-9]{{1,{MAX_ID_DIGITS}}})(?:-([0-9]{{1,{MAX_ID_DIGITS}}}))?", re.ASCII)
+_EVENT_ID = re.compile(
+    rf"(-?[0-9]{{1,{MAX_ID_DIGITS}}})(?:-([0-9]{{1,{MAX_ID_DIGITS}}})(?:\.([0-9]{{1,{MAX_ID_DIGITS}}})\.([0-9]{{1,{MAX_ID_DIGITS}}}))?)?",
+    re.ASCII,
+)
 
 
 def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
@@ -84,7 +87,11 @@ def version_number(checkpoint_id: str) -> int | None:
     return None if match is None else int(match.group(1))
 
 
-def event_id(text: str) -> tuple[int, int] | None:
-    """``{offset}-{n}`` (or ``{offset}``) as numbers, or ``None`` when ``text`` is not such an id."""
+def event_id(text: str) -> tuple[int, ...] | None:
+    """``{offset}-{n}`` (or ``{offset}``) as numbers, or ``None`` when ``text`` is not such an id. A live token
+    frame's id goes on with ``.{attempt}.{index}`` (``workers/api/live_tokens.py``): four numbers."""
     match = _EVENT_ID.fullmatch(text)
-    return None if match is None else (int(match.group(1)), int(match.group(2) or 0))
+    if match is None:
+        return None
+    point = (int(match.group(1)), int(match.group(2) or 0))
+    return point if match.group(3) is None else (*point, int(match.group(3)), int(match.group(4)))

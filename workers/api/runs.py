@@ -76,7 +76,7 @@ async def _framed(
     context: ApiContext,
     thread: ThreadRef,
     frames: RunFrames,
-    after: tuple[int, int] | None,
+    after: tuple[int, ...] | None,
     *,
     cancel_on_disconnect: bool,
 ) -> AsyncIterator[Frame]:

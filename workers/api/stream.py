@@ -13,10 +13,14 @@ segment's ``values`` include what came before it) and turns each item of the seg
 The segment ends at its run's pause (``awaiting_input``) or end (``run_finished``). A frame's id is
 ``{offset}-{n}``: the stream offset of its item and its place among that item's frames, so it is the same on
 every replica and after any restart, and ``Last-Event-ID`` resumes right after it.
+
+While a model call runs, its live tokens are framed between the durable items (``workers/api/live_tokens.py``),
+for clients that asked for ``messages-tuple``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -31,8 +35,10 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from activities.run_archive import load_run_archive
 from activities.storage import ObjectStore
 from vocabulary.contracts import ThreadRef
+from vocabulary.live_tokens import chain_prefix
 from workers.api import status
 from workers.api.limits import event_id
+from workers.api.live_tokens import POLL_SECONDS, LiveCall, token_frames
 from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
 from workers.api.served import error_frame, interrupt_value, served_message, served_values
@@ -41,6 +47,7 @@ from workflows.run import PROGRESS_TOPIC
 from workflows.run.state_stream import MESSAGES_TOPIC, fold
 
 _ENDS = frozenset({"awaiting_input", "run_finished"})
+_CALL_ENDS = frozenset({"model_call", *_ENDS})
 _NODES = {"ai": "model", "tool": "tools"}
 _POLL_COOLDOWN = timedelta(milliseconds=50)
 _log = logging.getLogger("hartflow.api")
@@ -53,7 +60,12 @@ class Frame:
     id: str | None = None
 
 
-def resume_point(last_event_id: str | None) -> tuple[int, int] | None:
+def _attempt_index(frame_id: str) -> tuple[int, int]:
+    attempt, index = frame_id.rsplit(".", 2)[1:]
+    return int(attempt), int(index)
+
+
+def resume_point(last_event_id: str | None) -> tuple[int, ...] | None:
     """Where a reader resumes: after this frame, or ``None`` (no header, or ``-1``) from the run's start."""
     if last_event_id is None or last_event_id.strip() in ("", "-1"):
         return None
@@ -72,6 +84,10 @@ class RunFrames:
         self.values: dict[str, Any] | None = None
         self.outcome: dict[str, Any] | None = None
         """The event that ended the segment (``awaiting_input`` or ``run_finished``), once read."""
+        self.live: LiveCall | None = None
+        """The model call whose live tokens are being framed."""
+        self.folded: LiveCall | None = None
+        """The call that ended last: its complete message needs no ``messages`` frame if its chunks were sent."""
 
     def metadata(self) -> Frame:
         return Frame("metadata", {"run_id": self.record.run_id, "thread_id": self.record.thread_id, "attempt": 1})
@@ -124,6 +140,33 @@ class RunFrames:
                 frames.append(("error", error_frame(self.record.run_id, data.get("error"))))
         return frames
 
+    def streamed(self, event: str, data: Any) -> bool:
+        """Whether this is the complete message of an answer the client holds as chunks (it is not sent again:
+        LangGraph clients would add it to them; its place in the numbering stays, so ids match a replay's)."""
+        folded = self.folded
+        return event == "messages" and folded is not None and folded.streamed and data[0].get("id") == folded.message_id
+
+    def follow(self, chain: str, offset: int, frames_before: int, after: tuple[int, ...] | None, *, poll: bool) -> None:
+        """Start framing the live tokens of the model call announced at ``offset`` (``poll``: its run is open; a
+        closed run's answers are whole in its state, and a client that resumes inside one holds its chunks)."""
+        self.live = LiveCall(chain, offset, frames_before, poll=poll)
+        if after is not None and len(after) == 4 and after[:2] == (offset, frames_before):
+            self.live.after, self.live.attempts, self.live.streamed = (after[2], after[3]), {after[2]}, True
+
+    async def tokens(self, objects: ObjectStore, after: tuple[int, ...] | None) -> list[Frame]:
+        call = self.live
+        if call is None:
+            return []
+        meta = {"langgraph_node": "model", "run_id": self.record.run_id, "thread_id": self.record.thread_id}
+        found = await token_frames(objects, call, meta)
+        if "messages-tuple" not in self.modes:
+            return []
+        return [
+            Frame(event, data, frame_id)
+            for frame_id, event, data in found
+            if after is None or call.position(*_attempt_index(frame_id)) > after
+        ]
+
     def _add(self, frames: list[tuple[str, Any]], mode: str, event: str, data: Any) -> None:
         if mode in self.modes:
             frames.append((event, data))
@@ -172,24 +215,51 @@ async def run_frames(
     objects: ObjectStore,
     thread: ThreadRef,
     frames: RunFrames,
-    after: tuple[int, int] | None,
+    after: tuple[int, ...] | None,
     current: Chain,
 ) -> AsyncIterator[Frame]:
     """The run's frames after ``after`` (all of them for ``None``), ending when its segment ends. A segment that
     ends the run ends once its workflow closed, so a client that saw the end reads the run's final status."""
     record = frames.record
     items = _items(client, objects, thread, record, current)
+    follow = current.active and "messages-tuple" in frames.modes
+    chain = chain_prefix(thread.user_id, thread.thread_id, record.workflow_run_id)
+    pending: asyncio.Future[tuple[int, str, dict[str, Any]]] | None = None
     try:
-        async for offset, topic, data in items:
+        while True:
+            pending = pending or asyncio.ensure_future(anext(items))
+            polling = frames.live is not None and frames.live.poll
+            if polling and not (await asyncio.wait({pending}, timeout=POLL_SECONDS))[0]:
+                for frame in await frames.tokens(objects, after):
+                    yield frame
+                continue
+            try:
+                offset, topic, data = await pending
+            except StopAsyncIteration:
+                break
+            pending = None
             if offset < record.start_offset:
                 frames.skip(topic, data)
                 continue
-            for index, (event, payload) in enumerate(frames.frames_for(topic, data)):
-                if after is None or (offset, index) > after:
+            if frames.live is not None and (topic == MESSAGES_TOPIC or data.get("kind") in _CALL_ENDS):
+                for frame in (
+                    await frames.tokens(objects, after) if frames.live.poll else []
+                ):  # the batches written before the call ended
+                    yield frame
+                frames.folded, frames.live = frames.live, None
+            produced = frames.frames_for(topic, data)
+            for index, (event, payload) in enumerate(produced):
+                if (after is None or (offset, index) > after) and not frames.streamed(event, payload):
                     yield Frame(event, payload, f"{offset}-{index}")
+            if "messages-tuple" in frames.modes and topic == PROGRESS_TOPIC and data.get("kind") == "model_call":
+                frames.follow(chain, offset, len(produced), after, poll=follow)
             if frames.outcome is not None:
                 break
     finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await pending
         await items.aclose()  # type: ignore[attr-defined]
     if frames.outcome is not None and frames.outcome.get("kind") == "run_finished" and current.active:
         with contextlib.suppress(WorkflowFailureError):  # failed or cancelled: the frames said so already

@@ -14,7 +14,8 @@ from temporalio import workflow
 from middlewares._activity_call import call_activity
 from middlewares.base import ModelRequest
 from middlewares.context import RunContext
-from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LlmRetryNotice, ModelCallInput
+from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LiveTokens, LlmRetryNotice, ModelCallInput
+from vocabulary.live_tokens import chain_prefix
 from vocabulary.text import model_label
 from vocabulary.transcript import MessageHasher, preamble_json
 from workflows.run.fields import RunFields
@@ -33,6 +34,12 @@ class ModelCall:
     async def invoke(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx
         ctx.emit("model_call", turn=ctx.turn)
+        # The lead's answer streams to API clients while it is generated, beside history (vocabulary/live_tokens.py).
+        live = (
+            None
+            if ctx.is_subagent
+            else LiveTokens(chain_prefix(ctx.user_id, ctx.thread_id, ctx.run_id), ctx.events[-1].seq)
+        )
         # The messages go by reference: only those the previous request did not carry travel in history; so do
         # the system message and tool schemas, in runs started since the patch (older ones send them inline).
         tools = [tool.schema() for tool in request.tools]
@@ -53,6 +60,7 @@ class ModelCall:
                 run_key=f"{ctx.workflow_id}/{ctx.run_id}",
                 retry=ctx.model_calls.retry_budget,
                 retry_signal=LLM_RETRY_SIGNAL,
+                live=live,
             ),
             summary=f"model {model_label(request.model)} · turn {ctx.turn}",
             options=ctx.model_calls.options,
