@@ -47,12 +47,14 @@ from workers.config import HartflowConfig, open_object_store
 from workers.determinism import check_extensions
 from workers.models import check_worker_models
 from workers.payloads import data_converter_for
+from workers.schedules.fire import ScheduleFireActivities
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
 from workflows.oneshot import OneShotWorkflow
 from workflows.run import RunWorkflow
 from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
+from workflows.schedule_fire import ScheduleFireWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
 """How long a stopping worker lets its activities finish before the SDK cancels them."""
@@ -64,6 +66,7 @@ WORKFLOWS: Sequence[type] = (
     SandboxSweeperWorkflow,
     MemoryWorkflow,
     OneShotWorkflow,
+    ScheduleFireWorkflow,
 )
 
 
@@ -154,6 +157,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         images.load,
         SkillActivities(config.skills.root(config.home), config.skills).load,
         *_sweeper_activities(provider),
+        ScheduleFireActivities(config).fire,
     ]
 
 

@@ -88,6 +88,7 @@ from vocabulary.contracts.sandbox import (
     SandboxRecord,
     SandboxReleaseInput,
 )
+from vocabulary.contracts.schedules import SCHEDULE_FIRE, ScheduleFireInput, ScheduleFireResult
 from vocabulary.contracts.skills import (
     SKILL_LOAD,
     SkillLoadInput,
@@ -145,6 +146,7 @@ __all__ = [
     "SANDBOX_INVENTORY",
     "SANDBOX_RELEASE",
     "SANDBOX_RUN_STATES",
+    "SCHEDULE_FIRE",
     "SKILL_LOAD",
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
@@ -195,6 +197,8 @@ __all__ = [
     "SandboxInventory",
     "SandboxRecord",
     "SandboxReleaseInput",
+    "ScheduleFireInput",
+    "ScheduleFireResult",
     "SkillLoadInput",
     "SkillLoadResult",
     "SkillLoadStatus",
