@@ -22,6 +22,7 @@ from workers.api import (
     agents_route,
     assistants_route,
     auth,
+    crons,
     discovery,
     files,
     mcp_route,
@@ -30,6 +31,7 @@ from workers.api import (
     replays,
     run_events,
     runs,
+    scheduled_tasks,
     thread_edits,
     threads,
     token_usage,
@@ -63,6 +65,8 @@ def routers() -> list[APIRouter]:
         mcp_route.router,
         agents_route.router,
         assistants_route.router,
+        crons.router,
+        scheduled_tasks.router,
         *small_routers(),
     ]
 
