@@ -4,7 +4,7 @@
 A fire on a thread whose run is still open (running, or paused on a question) skips: a new message there would
 otherwise be taken as the answer to the question. On a fresh thread each fire, ``skip`` looks at the thread of the
 schedule's previous fire. Retries are safe: a fire's fresh thread is named after the fire's workflow id, and a run
-it started already (its API record carries the fire's id) is reported as started, not started twice.
+it started already (its API record carries the fire's workflow run id) is reported as started, not started twice.
 """
 
 from __future__ import annotations
@@ -41,22 +41,24 @@ class ScheduleFireActivities:
     @implements(SCHEDULE_FIRE)
     async def fire(self, request: ScheduleFireInput) -> ScheduleFireResult:
         context = self.context()
-        fire_id = activity.info().workflow_id or ""
-        thread_id = request.thread_id or str(uuid.uuid5(uuid.NAMESPACE_URL, fire_id))
+        info = activity.info()
+        # Two fires in one second share a workflow id (Temporal names them by the second): the run id tells them apart.
+        fire_run = info.workflow_run_id or ""
+        thread_id = request.thread_id or str(uuid.uuid5(uuid.NAMESPACE_URL, fire_run))
         thread = ThreadRef(request.user_id, thread_id)
         current = await context.ledger.chain(thread)
-        if current.started_by is not None and current.started_by.metadata.get(FIRE_METADATA) == fire_id:
+        if current.started_by is not None and current.started_by.metadata.get(FIRE_METADATA) == fire_run:
             return ScheduleFireResult("started", thread_id, current.started_by.run_id, "started (on a retry)")
         if current.active:
             return _skipped(thread_id, current)
         if request.thread_id is None and request.overlap == "skip":
-            blocking = await self._previous_open(request, fire_id)
+            blocking = await self._previous_open(request, fire_run)
             if blocking is not None:
                 return blocking
         metadata = {
             **dict(request.payload.get("metadata") or {}),
             "hartflow_schedule": request.schedule_id.rpartition(".")[2],
-            FIRE_METADATA: fire_id,
+            FIRE_METADATA: fire_run,
         }
         body = RunCreate.model_validate(
             {**request.payload, "metadata": metadata, "multitask_strategy": "reject", "if_not_exists": "create"}
@@ -75,14 +77,15 @@ class ScheduleFireActivities:
             ) from None
         return ScheduleFireResult("started", thread_id, record.run_id)
 
-    async def _previous_open(self, request: ScheduleFireInput, fire_id: str) -> ScheduleFireResult | None:
+    async def _previous_open(self, request: ScheduleFireInput, fire_run: str) -> ScheduleFireResult | None:
         """The skip for a fresh-thread schedule whose previous fire's thread still has its run open."""
         client = self.context().client
         described = await client.get_schedule_handle(request.schedule_id).describe()
         earlier = [
             result.action
             for result in described.info.recent_actions
-            if isinstance(result.action, ScheduleActionExecutionStartWorkflow) and result.action.workflow_id != fire_id
+            if isinstance(result.action, ScheduleActionExecutionStartWorkflow)
+            and result.action.first_execution_run_id != fire_run
         ]
         if not earlier:
             return None
