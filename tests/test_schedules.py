@@ -63,7 +63,9 @@ async def test_an_interval_schedule_fires_on_the_servers_clock_and_its_runs_appe
     sdk = get_client(url=url)
     assert (await sdk.http.get("/info"))["flags"]["crons"] is True
     thread = await sdk.threads.create()
-    cron = await sdk.crons.create_for_thread(thread["thread_id"], "lead_agent", schedule="@every 2s", input=user("ping"))
+    cron = await sdk.crons.create_for_thread(
+        thread["thread_id"], "lead_agent", schedule="@every 2s", input=user("ping")
+    )
     assert cron["thread_id"] == thread["thread_id"] and cron["enabled"] is True and cron["schedule"] == "@every 2s"
     assert cron["next_run_date"] is not None and cron["timezone"] == "UTC"
 
@@ -164,7 +166,10 @@ async def test_a_fresh_thread_each_fire_and_per_user_schedules(url: str, api_con
         ({"schedule": "0 9 * * *", "end_time": "2001-01-01T00:00:00Z"}, "end_at"),
         ({"schedule": "0 9 * * *", "on_run_completed": "delete"}, "on_run_completed"),
         ({"schedule": "0 9 * * *", "overlap": "allow"}, "one run at a time"),
-        ({"schedule": "0 9 * * *", "config": {"configurable": {"model_name": "openai:gpt-x"}}}, "model_scripts_dir"),
+        (
+            {"schedule": "0 9 * * *", "config": {"configurable": {"model_name": "scripted:/etc/passwd"}}},
+            "model_scripts_dir",
+        ),
         ({"schedule": 5}, "schedule"),
     ],
 )
@@ -175,7 +180,9 @@ async def test_bad_input_is_422_and_writes_nothing(url: str, body: dict[str, Any
     async with httpx.AsyncClient(base_url=url) as api:
         answer_ = await api.post(f"/threads/{thread['thread_id']}/runs/crons", json=sent)
         assert answer_.status_code == 422 and problem in answer_.json()["detail"], answer_.text
-        assert (await api.post("/threads/no-such-thread/runs/crons", json={**sent, "schedule": "0 9 * * *"})).status_code == 404
+        assert (
+            await api.post("/threads/no-such-thread/runs/crons", json={**sent, "schedule": "0 9 * * *"})
+        ).status_code == 404
         assert (await api.patch("/runs/crons/not-a-uuid", json={"enabled": False})).status_code == 404
     assert await sdk.crons.search(thread_id=thread["thread_id"]) == []
     with pytest.raises(UnprocessableEntityError):
