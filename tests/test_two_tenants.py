@@ -358,6 +358,13 @@ CLI: dict[str, Command] = {
     "tools": Command(not_walked="the tools a run gets: no user's data"),
     "mcp": Command(lambda thread, _: [["mcp", "show", "--json"], ["mcp", "disable", "nobodys", "--json"]]),
     "agents": Command(lambda thread, _: [["agents", "list", "--json"], ["agents", "show", "bob-x", "--json"]]),
+    "schedule": Command(
+        lambda thread, _: [
+            ["schedule", "list", "--json"],
+            ["schedule", "create", "hi", "--thread", thread, "--cron", CRON, "--paused", "--json"],
+        ],
+        creates_own=BOBS_SCHEDULE,
+    ),
 }
 """Every command of the CLI (``workers/cli/parser.py``), classified. A command missing here fails the test."""
 

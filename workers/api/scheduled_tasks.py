@@ -198,6 +198,7 @@ async def task_runs(task_id: str, user: User, context: Context) -> list[dict[str
 
 @router.get("/threads/{thread_id}/scheduled-tasks")
 async def thread_tasks(thread: Thread, context: Context) -> list[dict[str, Any]]:
+    await existing_thread(context, thread.user_id, thread.thread_id)  # an unknown thread is 404, as DeerFlow's
     schedules = book(context)
     views = [view for view in await schedules.of_user(thread.user_id) if view.fire.thread_id == thread.thread_id]
     return list(await asyncio.gather(*(task_view(schedules, view) for view in views)))
