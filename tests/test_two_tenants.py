@@ -89,6 +89,8 @@ class Ids:
     thread_id: str
     run_ids: tuple[str, ...]
     checkpoint_id: str
+    cron_id: str = ""
+    """A schedule (``workers/api/crons.py``): alice's, on her thread, paused."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,21 @@ class Walk:
 
     requests: Callable[[Ids], list[Req]]
     creates_own: str | None = None
+
+
+BOBS_SCHEDULE = (
+    "a schedule is the caller's own (hartflow:{caller}:schedule.{uuid}, in Temporal): it names the caller's own "
+    "thread of that id, which must exist (or none: a new thread each fire), and writes no storage"
+)
+CRON = "0 0 1 1 *"
+
+
+def per_cron(ids: Ids, **options: Any) -> list[Req]:
+    return [Req(path={"cron_id": ids.cron_id}, **options)]
+
+
+def per_task(ids: Ids, **options: Any) -> list[Req]:
+    return [Req(path={"task_id": ids.cron_id}, **options)]
 
 
 ROUTES: dict[tuple[str, str], Walk] = {
@@ -288,6 +305,45 @@ ROUTES: dict[tuple[str, str], Walk] = {
         lambda ids: [Req(json={"thread_id": ids.thread_id, "path": f"mnt/user-data/outputs/{ALICES_SKILL}.skill"})]
     ),
     ("DELETE", "/skills/custom/{skill_name}"): Walk(lambda ids: [Req(path={"skill_name": ALICES_SKILL})]),
+    ("POST", "/runs/crons"): Walk(
+        lambda ids: [Req(json={"schedule": CRON, "input": message("bob's"), "enabled": False})],
+        creates_own=BOBS_SCHEDULE,
+    ),
+    ("POST", "/threads/{thread_id}/runs/crons"): Walk(
+        lambda ids: [Req(json={"schedule": CRON, "input": message("bob's"), "enabled": False})],
+        creates_own=BOBS_SCHEDULE,
+    ),
+    ("POST", "/runs/crons/search"): Walk(lambda ids: [Req(json={}), Req(json={"thread_id": ids.thread_id})]),
+    ("POST", "/runs/crons/count"): Walk(lambda ids: [Req(json={"thread_id": ids.thread_id})]),
+    ("GET", "/runs/crons/{cron_id}"): Walk(per_cron),
+    ("PATCH", "/runs/crons/{cron_id}"): Walk(lambda ids: per_cron(ids, json={"enabled": True})),
+    ("DELETE", "/runs/crons/{cron_id}"): Walk(per_cron),
+    ("POST", "/runs/crons/{cron_id}/trigger"): Walk(per_cron),
+    ("GET", "/scheduled-tasks"): Walk(lambda ids: [Req()]),
+    ("POST", "/scheduled-tasks"): Walk(
+        lambda ids: [
+            Req(
+                json={
+                    "context_mode": "reuse_thread",
+                    "thread_id": ids.thread_id,
+                    "title": "bob's",
+                    "prompt": "bob's",
+                    "schedule_type": "cron",
+                    "schedule_spec": {"cron": CRON},
+                    "timezone": "UTC",
+                }
+            )
+        ],
+        creates_own=BOBS_SCHEDULE,
+    ),
+    ("GET", "/scheduled-tasks/{task_id}"): Walk(per_task),
+    ("PATCH", "/scheduled-tasks/{task_id}"): Walk(lambda ids: per_task(ids, json={"title": "bob's"})),
+    ("DELETE", "/scheduled-tasks/{task_id}"): Walk(per_task),
+    ("POST", "/scheduled-tasks/{task_id}/pause"): Walk(per_task),
+    ("POST", "/scheduled-tasks/{task_id}/resume"): Walk(per_task),
+    ("POST", "/scheduled-tasks/{task_id}/trigger"): Walk(per_task),
+    ("GET", "/scheduled-tasks/{task_id}/runs"): Walk(per_task),
+    ("GET", "/threads/{thread_id}/scheduled-tasks"): Walk(lambda ids: [Req()]),
 }
 """Every route of the app (without its prefix), classified. A route missing here fails the test."""
 
@@ -360,6 +416,13 @@ CLI: dict[str, Command] = {
     "tools": Command(not_walked="the tools a run gets: no user's data"),
     "mcp": Command(lambda thread, _: [["mcp", "show", "--json"], ["mcp", "disable", "nobodys", "--json"]]),
     "agents": Command(lambda thread, _: [["agents", "list", "--json"], ["agents", "show", "bob-x", "--json"]]),
+    "schedule": Command(
+        lambda thread, _: [
+            ["schedule", "list", "--json"],
+            ["schedule", "create", "hi", "--thread", thread, "--cron", CRON, "--paused", "--json"],
+        ],
+        creates_own=BOBS_SCHEDULE,
+    ),
 }
 """Every command of the CLI (``workers/cli/parser.py``), classified. A command missing here fails the test."""
 
@@ -484,6 +547,7 @@ class Alice:
     views: dict[str, Any]
     workflow_run_ids: set[str]
     """Temporal's run ids of her thread's workflow."""
+    cron_id: str = ""
 
 
 async def alices_views(api: httpx.AsyncClient, thread_id: str) -> dict[str, Any]:
@@ -496,6 +560,7 @@ async def alices_views(api: httpx.AsyncClient, thread_id: str) -> dict[str, Any]
         "runs": api.get(f"/threads/{thread_id}/runs", params={"limit": 100}),
         "uploads": api.get(f"/threads/{thread_id}/uploads/list"),
         "artifact": api.get(f"/threads/{thread_id}/artifacts/{ARTIFACT}"),
+        "schedules": api.post("/runs/crons/search", json={"thread_id": thread_id}),
     }.items():
         response = await request
         assert response.status_code == 200, (name, response.text)
@@ -536,6 +601,12 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
             run_ids.append(done.headers["content-location"].rsplit("/", 1)[1])
         state = (await api.get(f"/threads/{thread_id}/state")).json()
         assert state["next"] == ["ask_clarification"], "alice's second run is paused on her clarification"
+        cron = await api.post(
+            f"/threads/{thread_id}/runs/crons",
+            json={"schedule": CRON, "input": message(f"{secret} scheduled"), "enabled": False},
+        )
+        assert cron.status_code == 200, cron.text
+        await _listed(api, thread_id)
         views = await alices_views(api, thread_id)
     assert f"{secret} report" in views["artifact"]
     store = open_object_store(config)
@@ -547,7 +618,17 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
         state["checkpoint"]["checkpoint_id"],
         views,
         {record["workflow_run_id"] for record in records},
+        cron.json()["cron_id"],
     )
+
+
+async def _listed(api: httpx.AsyncClient, thread_id: str) -> None:
+    """Until Temporal lists alice's new schedule (its list is eventually consistent)."""
+    for _ in range(500):
+        if (await api.post("/runs/crons/search", json={"thread_id": thread_id})).json():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("alice's schedule was never listed")
 
 
 # -- the walk -----------------------------------------------------------------------------------------------------
@@ -579,8 +660,10 @@ class Walker:
         self.store = open_object_store(config)
         self.alice = alice
         self.secret = secret
-        self.alice_ids = Ids(alice.thread_id, alice.run_ids, alice.checkpoint_id)
-        self.control = Ids(unique("nobodys"), (str(uuid.uuid4()), str(uuid.uuid4())), alice.checkpoint_id)
+        self.alice_ids = Ids(alice.thread_id, alice.run_ids, alice.checkpoint_id, alice.cron_id)
+        self.control = Ids(
+            unique("nobodys"), (str(uuid.uuid4()), str(uuid.uuid4())), alice.checkpoint_id, str(uuid.uuid4())
+        )
         self.alices_workflow = run_workflow_id(ALICE, alice.thread_id)
         self.bobs_baseline: dict[str, bytes] = {}
         self.listing: dict[str, str] = {}

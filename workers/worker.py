@@ -50,12 +50,14 @@ from workers.config import ConfigError, HartflowConfig, open_object_store
 from workers.determinism import check_extensions
 from workers.models import check_worker_models
 from workers.payloads import data_converter_for
+from workers.schedules.fire import ScheduleFireActivities
 from workflows.circuit_breaker import CircuitBreakerWorkflow
 from workflows.memory import MemoryWorkflow
 from workflows.oneshot import OneShotWorkflow
 from workflows.run import RunWorkflow
 from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
+from workflows.schedule_fire import ScheduleFireWorkflow
 from workflows.webhook import WebhookWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
@@ -69,6 +71,7 @@ WORKFLOWS: Sequence[type] = (
     MemoryWorkflow,
     OneShotWorkflow,
     WebhookWorkflow,
+    ScheduleFireWorkflow,
 )
 
 
@@ -171,6 +174,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         SkillActivities(config.skills.root(config.home), config.skills, objects).load,
         WebhookActivities(config.webhooks.signing_secret(os.environ), config.webhooks.networks()).deliver,
         *_sweeper_activities(provider),
+        ScheduleFireActivities(config).fire,
     ]
 
 

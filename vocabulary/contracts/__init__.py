@@ -98,6 +98,7 @@ from vocabulary.contracts.sandbox import (
     SandboxRecord,
     SandboxReleaseInput,
 )
+from vocabulary.contracts.schedules import SCHEDULE_FIRE, ScheduleFireInput, ScheduleFireResult
 from vocabulary.contracts.skills import (
     SKILL_LOAD,
     SkillLoadInput,
@@ -162,6 +163,7 @@ __all__ = [
     "SANDBOX_INVENTORY",
     "SANDBOX_RELEASE",
     "SANDBOX_RUN_STATES",
+    "SCHEDULE_FIRE",
     "SKILL_LOAD",
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
@@ -220,6 +222,8 @@ __all__ = [
     "SandboxInventory",
     "SandboxRecord",
     "SandboxReleaseInput",
+    "ScheduleFireInput",
+    "ScheduleFireResult",
     "SkillLoadInput",
     "SkillLoadResult",
     "SkillLoadStatus",

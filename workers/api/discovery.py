@@ -46,4 +46,4 @@ async def ok() -> dict[str, bool]:
 
 @router.get("/info")
 async def info(_: User) -> dict[str, Any]:
-    return {"version": server_version(), "flags": {"assistants": True, "crons": False, "langsmith": False}}
+    return {"version": server_version(), "flags": {"assistants": True, "crons": True, "langsmith": False}}

@@ -12,6 +12,7 @@ from workers.cli.inspection import cmd_events, cmd_runs, cmd_state, cmd_status
 from workers.cli.memory import cmd_memory
 from workers.cli.processes import cmd_demo, cmd_dev, cmd_sandboxes, cmd_serve, cmd_worker
 from workers.cli.runs import cmd_cancel, cmd_reply, cmd_run
+from workers.cli.schedules import cmd_schedule
 from workers.cli.settings import cmd_agents, cmd_mcp
 from workers.cli.skills import cmd_skills
 from workers.cli.threads import cmd_threads, cmd_tools, cmd_upload
@@ -225,6 +226,27 @@ COMMANDS: tuple[Command, ...] = (
             arg("--soul-file", metavar="FILE", help="create: the agent's SOUL.md (personality and rules)"),
             arg("--skill", action="append", metavar="NAME", help="create: a skill it may use (repeatable)"),
             arg("--tool-group", action="append", metavar="NAME", help="create: a tool group (repeatable)"),
+        ),
+    ),
+    Command(
+        "schedule",
+        cmd_schedule,
+        "your schedules: runs that start themselves (create, list, pause, resume, trigger now, delete)",
+        (
+            arg("action", choices=["create", "list", "pause", "resume", "trigger", "delete"]),
+            arg("target", nargs="?", metavar="MESSAGE|ID", help="create: the message each fire sends; else the id"),
+            arg("--cron", metavar="EXPR", help="create: a cron expression, e.g. '0 9 * * 1-5'"),
+            arg("--every", metavar="N{s,m,h,d}", help="create: an interval, e.g. 30s, 15m, 2h, 1d"),
+            arg("--at", metavar="TIME", help="create: fire once at this ISO time"),
+            arg("--tz", default="UTC", metavar="ZONE", help="create: the IANA time zone (default UTC)"),
+            arg("--start", metavar="TIME", help="create: no fire before this ISO time"),
+            arg("--end", metavar="TIME", help="create: no fire after this ISO time"),
+            arg("--thread", metavar="ID", help="create: fire on this thread (default: a new thread each fire)"),
+            arg("--model", metavar="NAME", help="create: a name from models (default: the configured one)"),
+            arg("--plan-mode", action="store_true", help="create: enable plan mode (todo list)"),
+            arg("--title", help="create: what the schedule is for"),
+            arg("--overlap", choices=["skip", "allow"], default="skip", help="create: while the last run is open"),
+            arg("--paused", action="store_true", help="create: paused (resume starts it)"),
         ),
     ),
     Command(
