@@ -28,6 +28,7 @@ from middlewares.dangling_tool_call import DanglingToolCallMiddleware
 from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware
 from middlewares.dynamic_context import DynamicContextMiddleware
 from middlewares.guardrail import GuardrailMiddleware
+from middlewares.input_sanitization import InputSanitizationMiddleware
 from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
 from middlewares.loop_detection import LoopDetectionMiddleware
 from middlewares.mcp_routing import McpRoutingMiddleware
@@ -45,6 +46,7 @@ from middlewares.todo_list import TodoListMiddleware
 from middlewares.token_usage import TokenUsageMiddleware
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from middlewares.tool_result_sanitization import ToolResultSanitizationMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
 from vocabulary.class_path import ClassPathError, load_class_path
@@ -56,7 +58,9 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     ``owns_sandbox=False`` (subagents): the sandbox is the lead run's, which releases it."""
     mws = settings.middlewares
     chain: list[Middleware] = [
+        InputSanitizationMiddleware(),  # always, outermost: every inner middleware and retry sees the framed input
         ToolOutputBudgetMiddleware(mws.tool_output),  # always; it checks its own ``enabled``
+        ToolResultSanitizationMiddleware(),  # always, inside the budget: it neutralises the raw web output first
         ThreadDataMiddleware(mws.thread_data),
     ]
     if include_uploads:
