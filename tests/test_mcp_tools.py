@@ -345,8 +345,10 @@ async def test_tool_search_defers_mcp_tools_and_mcp_routing_promotes_the_best_ma
     assert ["time_convert_time" in names for names in offered] == [False, False, True, True]
     # SystemMessageCoalescing puts DynamicContext's date reminder after the block, as in DeerFlow.
     assert requests[0].system_message is not None
-    assert str(requests[0].system_message.content).rpartition("\n\n<system-reminder>")[0].endswith(
-        "<available-deferred-tools>\ntime_convert_time\ntime_get_current_time\n</available-deferred-tools>"
+    assert (
+        str(requests[0].system_message.content)
+        .rpartition("\n\n<system-reminder>")[0]
+        .endswith("<available-deferred-tools>\ntime_convert_time\ntime_get_current_time\n</available-deferred-tools>")
     )
     executed = await scheduled_inputs(client, events, "mcp.call_tool", McpCallInput)
     assert [call.tool for call in executed] == ["convert_time"], "the blocked call never reached the server"
