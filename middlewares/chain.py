@@ -10,8 +10,9 @@ backend/packages/harness/deerflow/agents/lead_agent/agent.py`` (``build_middlewa
 * :func:`lead_tail` — the lead-only segment (``build_middlewares``, the seed's second table), ending with
   Clarification, which must stay last so it intercepts ``ask_clarification`` innermost;
 * :func:`build_subagent_chain` — a subagent's chain (``build_subagent_runtime_middlewares``): the base without
-  Uploads, then SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, extensions, SafetyFinishReason,
-  Summarization — no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit or Clarification.
+  Uploads, then SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, TokenBudget (on by default),
+  extensions, SafetyFinishReason, Summarization, SubagentDateContext, SystemMessageCoalescing — no DynamicContext,
+  TokenUsage, Title, Memory, TodoList, SubagentLimit, TerminalResponse, ModelLengthFinishReason or Clarification.
 
 Conditional middlewares (the seed's ``?``) are included exactly when their condition holds, written inline
 here as in DeerFlow's ``build_middlewares`` so the conditions read in one place. The chain of a run is
@@ -28,24 +29,31 @@ from middlewares.dangling_tool_call import DanglingToolCallMiddleware
 from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware
 from middlewares.dynamic_context import DynamicContextMiddleware
 from middlewares.guardrail import GuardrailMiddleware
+from middlewares.input_sanitization import InputSanitizationMiddleware
 from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
 from middlewares.loop_detection import LoopDetectionMiddleware
 from middlewares.mcp_routing import McpRoutingMiddleware
 from middlewares.memory import MemoryMiddleware
+from middlewares.model_length_finish_reason import ModelLengthFinishReasonMiddleware
 from middlewares.run_settings import RunSettings
 from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
 from middlewares.sandbox import SandboxMiddleware
 from middlewares.sandbox_audit import SandboxAuditMiddleware
 from middlewares.skill_activation import SkillActivationMiddleware
+from middlewares.subagent_date_context import SubagentDateContextMiddleware
 from middlewares.subagent_limit import SubagentLimitMiddleware
 from middlewares.summarization import SummarizationMiddleware
+from middlewares.system_message_coalescing import SystemMessageCoalescingMiddleware
+from middlewares.terminal_response import TerminalResponseMiddleware
 from middlewares.thread_data import ThreadDataMiddleware
 from middlewares.title import TitleMiddleware
 from middlewares.todo_list import TodoListMiddleware
+from middlewares.token_budget import TokenBudgetMiddleware, default_subagent_budget
 from middlewares.token_usage import TokenUsageMiddleware
 from middlewares.tool_approval import ToolApprovalMiddleware
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from middlewares.tool_result_sanitization import ToolResultSanitizationMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
 from vocabulary.class_path import ClassPathError, load_class_path
@@ -57,7 +65,9 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     ``owns_sandbox=False`` (subagents): the sandbox is the lead run's, which releases it."""
     mws = settings.middlewares
     chain: list[Middleware] = [
+        InputSanitizationMiddleware(),  # always, outermost: every inner middleware and retry sees the framed input
         ToolOutputBudgetMiddleware(mws.tool_output),  # always; it checks its own ``enabled``
+        ToolResultSanitizationMiddleware(),  # always, inside the budget: it neutralises the raw web output first
         ThreadDataMiddleware(mws.thread_data),
     ]
     if include_uploads:
@@ -94,11 +104,16 @@ def lead_tail(settings: RunSettings, *, mcp_tools: Sequence[ToolSpec] = ()) -> l
     if settings.model_capabilities.vision:
         chain.append(ViewImageMiddleware())
     chain.extend(_deferred_tools(settings, mcp_tools))
+    chain.append(SystemMessageCoalescingMiddleware())  # always
     if settings.subagent_enabled:
         chain.append(SubagentLimitMiddleware(settings.subagents))  # it also brings the ``task`` tool
     if mws.loop_detection.enabled:
         chain.append(LoopDetectionMiddleware(mws.loop_detection))
+    if mws.token_budget.enabled:
+        chain.append(TokenBudgetMiddleware(mws.token_budget))
     chain.extend(load_extension(spec)() for spec in settings.extensions)
+    chain.append(TerminalResponseMiddleware())  # always
+    chain.append(ModelLengthFinishReasonMiddleware())  # always
     # After LoopDetection (and the extensions): after_model runs in reverse, so Safety sees the raw response first.
     if mws.safety_finish_reason.enabled:
         chain.append(SafetyFinishReasonMiddleware.from_config(mws.safety_finish_reason))
@@ -120,8 +135,8 @@ def _deferred_tools(settings: RunSettings, mcp_tools: Sequence[ToolSpec]) -> lis
 
 def subagent_tail(settings: RunSettings) -> list[Middleware]:
     """A subagent's segment after the base, in the order of DeerFlow's ``build_subagent_runtime_middlewares``.
-    DeerFlow's DurableContext, TokenBudget, SkillToolPolicy and SystemMessageCoalescing have no hartflow
-    counterpart yet."""
+    DeerFlow's SkillToolPolicy and DurableContext have no hartflow counterpart yet (README, "The middleware
+    chain")."""
     mws = settings.middlewares
     chain: list[Middleware] = [SkillActivationMiddleware(mws.skill_activation)]
     if settings.model_capabilities.vision:
@@ -130,11 +145,16 @@ def subagent_tail(settings: RunSettings) -> list[Middleware]:
         chain.append(DeferredToolFilterMiddleware(mws.tool_search))
     if mws.loop_detection.enabled:
         chain.append(LoopDetectionMiddleware(mws.loop_detection))
+    budget = mws.subagent_token_budget or default_subagent_budget(summarization_enabled=mws.summarization.enabled)
+    if budget.enabled:
+        chain.append(TokenBudgetMiddleware(budget))
     chain.extend(load_extension(spec)() for spec in settings.extensions)
     if mws.safety_finish_reason.enabled:
         chain.append(SafetyFinishReasonMiddleware.from_config(mws.safety_finish_reason))
     if mws.summarization.enabled:
         chain.append(SummarizationMiddleware(mws.summarization))
+    chain.append(SubagentDateContextMiddleware(mws.dynamic_context))
+    chain.append(SystemMessageCoalescingMiddleware())
     return chain
 
 

@@ -18,6 +18,7 @@ from middlewares.skill_activation import SkillActivationConfig
 from middlewares.summarization import SummarizationConfig
 from middlewares.thread_data import ThreadDataConfig
 from middlewares.title import TitleConfig
+from middlewares.token_budget import TokenBudgetConfig
 from middlewares.token_usage import TokenUsageConfig
 from middlewares.tool_approval import ToolApprovalConfig
 from middlewares.tool_output_budget import ToolOutputConfig
@@ -43,3 +44,7 @@ class MiddlewareSettings(BaseModel):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     safety_finish_reason: SafetyFinishReasonConfig = Field(default_factory=SafetyFinishReasonConfig)
     tool_approval: ToolApprovalConfig = Field(default_factory=ToolApprovalConfig)
+    token_budget: TokenBudgetConfig = Field(default_factory=TokenBudgetConfig)
+    subagent_token_budget: TokenBudgetConfig | None = Field(
+        default=None, description="DeerFlow's subagents.token_budget; unset: on, 1M tokens (2M without summarization)"
+    )

@@ -92,7 +92,8 @@ async def test_a_leaked_deferred_tool_is_blocked_until_tool_search_promotes_it(
     assert ["grep" in names for names in offered] == [False, False, True, True]
     assert all(
         request.system_message is not None
-        and request.system_message.content.endswith(
+        # SystemMessageCoalescing puts DynamicContext's date reminder after it, as in DeerFlow.
+        and request.system_message.content.rpartition("\n\n<system-reminder>")[0].endswith(
             "<available-deferred-tools>\nglob\ngrep\n</available-deferred-tools>"
         )
         for request in inputs

@@ -52,8 +52,17 @@ async def test_status_query_exposes_the_chain(client: Client, home: Path, tempor
         handle = await start_run(client, config, "hello", model=model)
         await settle(handle)
         chain = await handle.query("chain", result_type=list[str])
-    # Extensions sit after LoopDetection and before SafetyFinishReason and Clarification (DeerFlow's 28, 31, 34, 35).
-    assert chain[-5:] == ["LoopDetection", "RecorderA", "RecorderB", "SafetyFinishReason", "Clarification"]
+    # Extensions sit after LoopDetection and before TerminalResponse, ModelLengthFinishReason, SafetyFinishReason and
+    # Clarification (DeerFlow's 28, 31, 32-35).
+    assert chain[-7:] == [
+        "LoopDetection",
+        "RecorderA",
+        "RecorderB",
+        "TerminalResponse",
+        "ModelLengthFinishReason",
+        "SafetyFinishReason",
+        "Clarification",
+    ]
     assert chain == describe(build_lead_chain(config.run))
 
 

@@ -76,6 +76,15 @@ async def test_hartflow_status_shows_the_chain_of_a_live_run(
                 await handle.result()
         assert code == 0 and status["status"] == "awaiting_input"
         assert status["chain"] == describe(build_lead_chain(config.run))
+        # DeerFlow's chain for the same settings: hartflow's, with the entries it lacks where DeerFlow has them.
+        deerflow = status["deerflow_chain"]
+        assert [e["hartflow"] for e in deerflow if e["hartflow"]] == status["chain"]
+        names = [e["deerflow"] for e in deerflow]
+        assert names[names.index("SandboxAuditMiddleware") + 1] == "ReadBeforeWriteMiddleware"
+        at = names.index("SkillActivationMiddleware")
+        assert names[at + 1 : at + 3] == ["SkillToolPolicyMiddleware", "DurableContextMiddleware"]
+        assert all(e["note"].startswith("not yet: ") for e in deerflow if e["hartflow"] is None)
+        assert names[0] == "InputSanitizationMiddleware" and names[-1] == "ClarificationMiddleware"
         chains[label] = status["chain"]
     assert _mine(chains["on"]) == MINE
     assert _mine(chains["off"]) == ["DynamicContext", "SkillActivation"]

@@ -343,8 +343,12 @@ async def test_tool_search_defers_mcp_tools_and_mcp_routing_promotes_the_best_ma
     offered = [[tool["function"]["name"] for tool in request.tools] for request in requests]
     assert all("time_get_current_time" in names for names in offered), "McpRouting promoted the best match"
     assert ["time_convert_time" in names for names in offered] == [False, False, True, True]
-    assert requests[0].system_message is not None and requests[0].system_message.content.endswith(
-        "<available-deferred-tools>\ntime_convert_time\ntime_get_current_time\n</available-deferred-tools>"
+    # SystemMessageCoalescing puts DynamicContext's date reminder after the block, as in DeerFlow.
+    assert requests[0].system_message is not None
+    assert (
+        str(requests[0].system_message.content)
+        .rpartition("\n\n<system-reminder>")[0]
+        .endswith("<available-deferred-tools>\ntime_convert_time\ntime_get_current_time\n</available-deferred-tools>")
     )
     executed = await scheduled_inputs(client, events, "mcp.call_tool", McpCallInput)
     assert [call.tool for call in executed] == ["convert_time"], "the blocked call never reached the server"

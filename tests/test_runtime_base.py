@@ -16,7 +16,9 @@ from tests.support import start_run
 from workers.testing import answer, make_config, running_worker, settle, write_script
 
 BASE = [
+    "InputSanitization",
     "ToolOutputBudget",
+    "ToolResultSanitization",
     "ThreadData",
     "Uploads",
     "Sandbox",

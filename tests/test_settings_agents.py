@@ -232,7 +232,8 @@ async def test_a_run_of_a_custom_agent_gets_its_soul_in_the_system_prompt(
             handle = client.get_workflow_handle(run_workflow_id("alice", thread))
             events = await history_events(handle)
             [request] = await scheduled_inputs(client, events, "model.invoke", ModelCallInput)
-            prompts.append(str(request.system_message.content))
+            # Without the date reminder SystemMessageCoalescing appends (DeerFlow's request shape).
+            prompts.append(str(request.system_message.content).rpartition("\n\n<system-reminder>")[0])
             started = events[0].workflow_execution_started_event_attributes
             inputs.extend(await client.data_converter.decode(list(started.input.payloads), [RunInput]))
         thread = (await alice.post("/threads", json={})).json()["thread_id"]

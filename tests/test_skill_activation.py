@@ -178,7 +178,9 @@ async def test_a_slash_skill_reaches_one_model_call_and_never_the_thread(
 
     index, envelope = next((i, m) for i, m in enumerate(first.messages) if m.id and m.id.endswith("__slash_activation"))
     target = first.messages[index + 1]
-    assert isinstance(envelope, HumanMessage) and target.content == "/greeter say hi to <Ann>"
+    # InputSanitization (outer) framed the typed text; SkillActivation read it from ``original_user_content``.
+    framed = "--- BEGIN USER INPUT ---\n/greeter say hi to <Ann>\n--- END USER INPUT ---"
+    assert isinstance(envelope, HumanMessage) and target.content == framed
     assert envelope.id == f"{target.id}__slash_activation"
     assert envelope.additional_kwargs == {
         "hide_from_ui": True,

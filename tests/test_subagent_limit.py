@@ -263,7 +263,9 @@ def test_task_tool_and_limit_are_in_the_lead_chain_only_when_subagents_are_enabl
 def test_subagent_chain_is_deerflows_section_1_5() -> None:
     settings = RunSettings(subagent_enabled=True)
     assert describe(build_subagent_chain(settings)) == [
+        "InputSanitization",
         "ToolOutputBudget",
+        "ToolResultSanitization",
         "ThreadData",
         "Sandbox",
         "DanglingToolCall",
@@ -272,7 +274,10 @@ def test_subagent_chain_is_deerflows_section_1_5() -> None:
         "ToolErrorHandling",
         "SkillActivation",
         "LoopDetection",
+        "TokenBudget",
         "SafetyFinishReason",
+        "SubagentDateContext",
+        "SystemMessageCoalescing",
     ]
     chain = build_subagent_chain(settings)
     assert not any(tool.name == "task" for mw in chain for tool in mw.tools())

@@ -263,9 +263,12 @@ async def test_a_run_lists_its_uploads_to_the_model_and_the_next_run_clears_them
         "<current_uploads>\nThe following files were uploaded in this message:\n\n- notes.md (0.0 KB)"
     )
     assert "  Path: /mnt/user-data/uploads/notes.md\n" in sent and "    L1: Summary\n    L3: Details\n" in sent
-    assert sent.endswith("</current_uploads>\n\nwhat is in it?")
+    # InputSanitization framed only what the user typed (``original_user_content``), not the uploads block.
+    typed = "what is in it?"
+    assert sent.endswith(f"</current_uploads>\n\n--- BEGIN USER INPUT ---\n{typed}\n--- END USER INPUT ---")
     assert "SECRET BODY" not in sent and "- x (" not in sent
-    [human] = [m for m in state["messages"] if m["content"] == sent]
+    stored = sent.rpartition("--- BEGIN USER INPUT ---")[0] + typed
+    [human] = [m for m in state["messages"] if m["content"] == stored]
     assert human["type"] == "human" and human["additional_kwargs"]["original_user_content"] == "what is in it?"
     assert state["uploaded_files"] == [
         {"filename": "notes.md", "size": len(body), "path": "/mnt/user-data/uploads/notes.md", "extension": ".md"}

@@ -8,7 +8,8 @@ for the transport, header and failure cases no published server covers.
 Tools: ``whoami`` (is the ``X-Api-Key`` header the value of ``$EXPECTED_API_KEY``? answers yes or no, never
 the key), ``crash_once`` (the first call kills the process mid-call, leaving ``--marker``; later calls answer),
 ``hang`` (never answers), ``pid`` (the server's process id), ``picture`` (a PNG image block and a text
-resource), ``refuse`` (an ``isError`` result) and ``report`` (a long text).
+resource), ``refuse`` (an ``isError`` result), ``report`` (a long text) and ``web_fetch`` (the body of a URL, as
+it is: with ``tool_name_prefix: false`` the run names it ``web_fetch``, a remote-content tool).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import asyncio
 import os
 import struct
+import urllib.request
 import zlib
 from pathlib import Path
 
@@ -79,6 +81,14 @@ def build(marker: Path) -> MCPServer:
     @server.tool(description="Write a long report.")
     async def report(lines: int = 2000) -> str:
         return "\n".join(f"line {i}: all quiet on the western front" for i in range(lines))
+
+    @server.tool(description="Fetch a web page and return its body.")
+    async def web_fetch(url: str) -> str:
+        def fetch() -> str:
+            with urllib.request.urlopen(url, timeout=30) as response:
+                return str(response.read().decode("utf-8"))
+
+        return await asyncio.to_thread(fetch)
 
     return server
 

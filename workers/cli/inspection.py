@@ -11,10 +11,11 @@ from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, Workfl
 
 from activities.paths import InvalidIdError, validate_user_id
 from activities.thread_files import ThreadFiles
+from middlewares.deerflow_chain import deerflow_chain
 from vocabulary.messages import message_text
 from vocabulary.text import model_label
 from workers import progress
-from workers.cli._common import EXIT_OK, BadInput, config_of, emit, emit_view, thread_of
+from workers.cli._common import EXIT_OK, BadInput, config_of, emit, print_view, thread_of, view_payload
 from workers.cli._follow import archived_events, reader_of, started_thread
 from workers.cli.approvals import list_awaiting_approval
 from workers.client.reader import first_run_id
@@ -31,7 +32,16 @@ async def cmd_status(args: argparse.Namespace) -> int:
     async with Stack(config, quiet=args.json) as stack:
         workflow_id, _ = await started_thread(stack.client, thread)
         view = await reader_of(stack).view(thread.thread_id, workflow_id)
-        emit_view(args, view, stack, workflow_id)
+        # Beside the run's chain, DeerFlow's for the same settings: what hartflow runs of it, and what not (why).
+        payload = {**view_payload(view, stack), "deerflow_chain": deerflow_chain(view.chain)}
+
+        def human() -> None:
+            print_view(view, stack.ui_url(workflow_id, view.run_id))
+            for entry in payload["deerflow_chain"]:
+                mark = entry["hartflow"] or f"— not in hartflow ({entry['note']})"
+                print(f"  {entry['deerflow']}: {mark}", file=sys.stderr)
+
+        emit(args, payload, human)
         return EXIT_OK
 
 
