@@ -7,6 +7,7 @@ id can block, signal or (through deleting "his" payloads) destroy the workflow t
 =====================================  =============================================================
 ``hartflow:{user_id}:{thread_id}``     a thread's runs (one open at a time: "one run per thread")
 ``…-task-{tool_call_id}``              a run's subagents (``workflows/delegation.child_workflow_id``)
+``….queue``                            the thread's queued messages (``workflows/thread_queue.py``)
 ``hartflow:{user_id}:{purpose}.{hex}``  one model prompt of a small API route (``workflows/oneshot.py``)
 ``hartflow-memory-{user_id}``          a user's memory queue (``workflows/memory.py``)
 ``hartflow-breaker-{provider}-{model}``  the model's circuit breaker (``vocabulary/breaker.py``)
@@ -49,3 +50,8 @@ def oneshot_workflow_id(user_id: str, purpose: str, nonce: str) -> str:
     if not re.fullmatch(r"[a-z_]+", purpose) or not re.fullmatch(r"[0-9a-f]+", nonce):
         raise ValueError(f"a one-shot id takes a purpose [a-z_] and a hex nonce, not {purpose!r}, {nonce!r}")
     return f"{RUN_PREFIX}{validate_user_id(user_id)}:{purpose}.{nonce}"
+
+
+def queue_workflow_id(run_workflow_id: str) -> str:
+    """The id of the queue of a thread whose runs have the id ``run_workflow_id`` (its ``.`` is in no thread id)."""
+    return f"{run_workflow_id}.queue"

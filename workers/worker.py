@@ -39,6 +39,7 @@ from activities.sandbox_sweeper import SweeperActivities
 from activities.storage import ObjectStore
 from activities.thread_data import ThreadDataActivities
 from activities.thread_files import ThreadFiles
+from activities.thread_queue import run_closed
 from activities.thread_store import ObjectThreadStore, ThreadStore, ThreadStoreActivities
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
@@ -56,6 +57,7 @@ from workflows.oneshot import OneShotWorkflow
 from workflows.run import RunWorkflow
 from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
+from workflows.thread_queue import ThreadQueueWorkflow
 from workflows.webhook import WebhookWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
@@ -69,6 +71,7 @@ WORKFLOWS: Sequence[type] = (
     MemoryWorkflow,
     OneShotWorkflow,
     WebhookWorkflow,
+    ThreadQueueWorkflow,
 )
 
 
@@ -170,6 +173,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         images.load,
         SkillActivities(config.skills.root(config.home), config.skills, objects).load,
         WebhookActivities(config.webhooks.signing_secret(os.environ), config.webhooks.networks()).deliver,
+        run_closed,
         *_sweeper_activities(provider),
     ]
 
