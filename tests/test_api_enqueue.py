@@ -119,9 +119,7 @@ async def test_reject_is_still_409_and_a_refused_message_queues_nothing(
     with pytest.raises(ConflictError):
         await sdk.runs.create(thread_id, "hartflow", input=user("no"), multitask_strategy="reject")
     with pytest.raises(UnprocessableEntityError):  # a model file outside api.model_scripts_dir
-        await sdk.runs.create(
-            thread_id, "hartflow", input=user("bad"), context={"model_name": "scripted:/etc/passwd"}
-        )
+        await sdk.runs.create(thread_id, "hartflow", input=user("bad"), context={"model_name": "scripted:/etc/passwd"})
     with pytest.raises(UnprocessableEntityError):  # an empty message
         await sdk.runs.create(thread_id, "hartflow", input=user(" "))
     assert [r["run_id"] for r in await sdk.runs.list(thread_id)] == [busy]
@@ -134,7 +132,7 @@ async def test_reject_is_still_409_and_a_refused_message_queues_nothing(
 async def test_a_queued_run_cancelled_before_it_started_never_runs(
     sdk: LangGraphClient, slow: str, release: Path
 ) -> None:
-    thread_id, busy = await busy_thread(sdk, slow)
+    thread_id, _ = await busy_thread(sdk, slow)
     dropped = await sdk.runs.create(thread_id, "hartflow", input=user("dropped"))
     kept = await sdk.runs.create(thread_id, "hartflow", input=user("kept"))
     await sdk.runs.cancel(thread_id, dropped["run_id"], wait=True)

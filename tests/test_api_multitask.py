@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
+from langgraph_sdk.errors import NotFoundError
 from temporalio.client import Client
 
 from workers.testing import answer, make_config, running_worker, serving_api, write_script
