@@ -117,6 +117,7 @@ from vocabulary.contracts.thread import (
     ThreadRef,
     ThreadSnapshot,
 )
+from vocabulary.contracts.thread_queue import THREAD_RUN_CLOSED, RunClosed, RunClosedInput
 from vocabulary.contracts.tools import (
     TOOL_EXECUTE,
     TOOL_OUTPUT_EXTERNALIZE,
@@ -166,6 +167,7 @@ __all__ = [
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
     "THREAD_LOAD",
+    "THREAD_RUN_CLOSED",
     "TOOLS_CALL",
     "TOOLS_DESCRIBE",
     "TOOL_EXECUTE",
@@ -213,6 +215,8 @@ __all__ = [
     "ModelPurpose",
     "OutlineEntry",
     "RunArchiveInput",
+    "RunClosed",
+    "RunClosedInput",
     "RunStates",
     "RunStatesInput",
     "SandboxAcquireInput",
