@@ -210,7 +210,7 @@ async def test_a_busy_thread_conflicts_and_cancel_twice_is_409(
         thread_id = (await sdk.threads.create())["thread_id"]
         run = await sdk.runs.create(thread_id, "hartflow", input=user("hold on"))
         with pytest.raises(ConflictError):
-            await sdk.runs.create(thread_id, "hartflow", input=user("me too"))
+            await sdk.runs.create(thread_id, "hartflow", input=user("me too"), multitask_strategy="reject")
         with pytest.raises(ConflictError):
             await sdk.threads.delete(thread_id)
         assert (await sdk.threads.get(thread_id))["status"] == "busy"

@@ -607,3 +607,28 @@ async def test_invalid_tool_calls_left_by_a_hard_stop_do_not_start_another_turn(
     assert final.stop_reason == "safety_capped"
     assert [name for name, _ in scheduled_activities(events)].count(MODEL_INVOKE) == 1
     assert not [m for m in thread_state(home, final.thread_id)["messages"] if m["type"] == "tool"]
+
+
+def test_a_run_enqueued_on_a_busy_thread_waits_and_runs_after_it(
+    cli: CliWorker, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``hartflow run --if-busy enqueue``: queued (``--detach``: at once, ``pending``), then run after the busy
+    run; a second one sent without ``--detach`` follows its run to the end."""
+    thread_id = unique("t-queue")
+    release = tmp_path / "release"
+    slow = write_script(tmp_path, [{**answer("late"), "wait_for_file": str(release)}])
+    quick = write_script(tmp_path, [answer("next")])
+    code, _, err = _run(capsys, "run", "hi", "--thread", thread_id, "--model", slow, "--detach")
+    assert code == 0, err
+    try:
+        queued = ("--thread", thread_id, "--model", quick, "--if-busy", "enqueue", "--json")
+        code, out, err = _run(capsys, "run", "two", *queued, "--detach")
+        assert code == 0, err
+        assert json.loads(out)["status"] == "pending" and json.loads(out)["place"] == 0
+    finally:
+        release.touch()
+    code, out, err = _run(capsys, "run", "three", *queued)
+    assert code == 0, err
+    assert json.loads(out)["final_message"] == "next"
+    messages = thread_state(cli.home, thread_id, USER)["messages"]
+    assert [m["content"] for m in messages if m["type"] == "human"] == ["hi", "two", "three"]

@@ -7,6 +7,7 @@ id can block, signal or (through deleting "his" payloads) destroy the workflow t
 =====================================  =============================================================
 ``hartflow:{user_id}:{thread_id}``     a thread's runs (one open at a time: "one run per thread")
 ``…-task-{tool_call_id}``              a run's subagents (``workflows/delegation.child_workflow_id``)
+``….queue``                            the thread's queued messages (``workflows/thread_queue.py``)
 ``hartflow:{user_id}:{purpose}.{hex}``  one model prompt of a small API route (``workflows/oneshot.py``)
 ``hartflow:{user_id}:schedule.{uuid}``  a user's schedule, and its fires (``…-{time}``, ``workflows/schedule_fire.py``)
 ``hartflow-memory-{user_id}``          a user's memory queue (``workflows/memory.py``)
@@ -66,3 +67,8 @@ def schedule_id(user_id: str, cron_id: str) -> str:
 def schedule_prefix(user_id: str) -> str:
     """What every schedule id of ``user_id`` starts with."""
     return f"{RUN_PREFIX}{validate_user_id(user_id)}:schedule."
+
+
+def queue_workflow_id(run_workflow_id: str) -> str:
+    """The id of the queue of a thread whose runs have the id ``run_workflow_id`` (its ``.`` is in no thread id)."""
+    return f"{run_workflow_id}.queue"

@@ -39,6 +39,7 @@ from activities.sandbox_sweeper import SweeperActivities
 from activities.storage import ObjectStore
 from activities.thread_data import ThreadDataActivities
 from activities.thread_files import ThreadFiles
+from activities.thread_queue import run_closed
 from activities.thread_store import ObjectThreadStore, ThreadStore, ThreadStoreActivities
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
@@ -58,6 +59,7 @@ from workflows.run import RunWorkflow
 from workflows.run.subagent import SubagentWorkflow
 from workflows.sandbox_sweeper import SandboxSweeperWorkflow, SweepInput
 from workflows.schedule_fire import ScheduleFireWorkflow
+from workflows.thread_queue import ThreadQueueWorkflow
 from workflows.webhook import WebhookWorkflow
 
 GRACEFUL_SHUTDOWN = timedelta(seconds=5)
@@ -72,6 +74,7 @@ WORKFLOWS: Sequence[type] = (
     OneShotWorkflow,
     WebhookWorkflow,
     ScheduleFireWorkflow,
+    ThreadQueueWorkflow,
 )
 
 
@@ -173,6 +176,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         images.load,
         SkillActivities(config.skills.root(config.home), config.skills, objects).load,
         WebhookActivities(config.webhooks.signing_secret(os.environ), config.webhooks.networks()).deliver,
+        run_closed,
         *_sweeper_activities(provider),
         ScheduleFireActivities(config).fire,
     ]

@@ -118,6 +118,7 @@ from vocabulary.contracts.thread import (
     ThreadRef,
     ThreadSnapshot,
 )
+from vocabulary.contracts.thread_queue import THREAD_RUN_CLOSED, RunClosed, RunClosedInput
 from vocabulary.contracts.tools import (
     TOOL_EXECUTE,
     TOOL_OUTPUT_EXTERNALIZE,
@@ -168,6 +169,7 @@ __all__ = [
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
     "THREAD_LOAD",
+    "THREAD_RUN_CLOSED",
     "TOOLS_CALL",
     "TOOLS_DESCRIBE",
     "TOOL_EXECUTE",
@@ -215,6 +217,8 @@ __all__ = [
     "ModelPurpose",
     "OutlineEntry",
     "RunArchiveInput",
+    "RunClosed",
+    "RunClosedInput",
     "RunStates",
     "RunStatesInput",
     "SandboxAcquireInput",

@@ -26,6 +26,7 @@ from activities.thread_store import ObjectThreadStore
 from vocabulary.contracts import CommitLineage, ThreadRef
 from vocabulary.state import ThreadState
 from workers.api import records, status
+from workers.client.queue import ThreadQueue
 
 Committed = tuple[dict[str, Any], int, str | None]
 """A thread's committed values, their version and when they were committed (``{"messages": []}, 0, None``: none)."""
@@ -129,6 +130,8 @@ class Ledger:
         an unknown one is 404."""
         record = await asyncio.to_thread(records.run_record, self._objects, thread, run_id)
         if record is not None and record.final_status != records.ROLLED_BACK:
+            if not record.workflow_run_id:
+                await self._resolve_queued(thread, [record], await self.chain(thread))
             return record
         current = await self.chain(thread)
         if record is None and current.started_by is not None and current.started_by.run_id == run_id:
@@ -139,6 +142,7 @@ class Ledger:
         """The thread's runs, newest first, with the one that started ``current`` when its record never reached
         storage."""
         found = await asyncio.to_thread(records.run_records, self._objects, thread)
+        await self._resolve_queued(thread, found, current)
         lost = records.unrecorded(found, current.started_by)
         shown = [record for record in found if record.final_status != records.ROLLED_BACK]
         if lost is None:
@@ -171,6 +175,20 @@ class Ledger:
                     return
 
         await asyncio.to_thread(finalize)
+
+    async def _resolve_queued(self, thread: ThreadRef, found: list[records.RunRecord], current: status.Chain) -> None:
+        """Name the chain of every queued run in ``found`` that its queue started (``workers/api/queued.py``), and
+        write it down: the thread's newest chain says for its own run, the thread's queue for the others."""
+        waiting = [record for record in found if not record.workflow_run_id and record.final_status is None]
+        if not waiting:
+            return
+        started = {} if current.started_by is None else {current.started_by.run_id: current.first_run_id or ""}
+        if any(record.run_id not in started for record in waiting):
+            started = {**await ThreadQueue(self._client).started(thread), **started}
+        for record in waiting:
+            if started.get(record.run_id):
+                record.workflow_run_id = started[record.run_id]
+                await self.save_run(thread, record)
 
     async def _recover(self, thread: ThreadRef, lost: records.RunRecord) -> records.RunRecord:
         """Write down a run whose record the start's memo kept (``records.py``); a failed write is tried again by

@@ -1,6 +1,8 @@
 """A second message on a busy thread (LangGraph's ``multitask_strategy``) and ``cancel?action=rollback``.
 
-* ``reject`` (hartflow's default): 409 while a run is going.
+* ``enqueue`` (the default, as on langgraph-api): the message waits in the thread's queue and runs when the runs
+  before it have ended (``workers/api/queued.py``).
+* ``reject``: 409 while a run is going.
 * ``interrupt``: the active run is cancelled (its after_agent hooks run: sandbox release, memory), the request
   waits until it has closed, then the new run starts on what it committed. The interrupted run reads
   ``interrupted``.
@@ -9,7 +11,7 @@
   the interrupted run's records are deleted, as LangGraph deletes a rolled-back run.
 
 A thread that waits for an answer is not busy: a new message answers it, whatever the strategy
-(``workers/api/starting.py``). ``enqueue`` is not served yet: 422.
+(``workers/api/starting.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from workers.api import checkpoints, forks, records, status
 from workers.api.deps import ApiContext
 from workers.client.runs import Runs
 
-SERVED = ("reject", "interrupt", "rollback")
+SERVED = ("enqueue", "reject", "interrupt", "rollback")
 
 
 def check_strategy(strategy: str) -> None:

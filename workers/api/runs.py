@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, StreamingResponse
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 
 from vocabulary.contracts import ThreadRef
-from workers.api import multitask, records
+from workers.api import multitask, queued, records
 from workers.api.deps import ApiContext, Context, Thread
 from workers.api.ledger import run_status
 from workers.api.outages import riding_out, storage_down, unreachable
@@ -87,6 +87,11 @@ async def _framed(
     try:
         if after is None:
             yield frames.metadata()
+        if not await queued.until_started(context, thread, frames.record):
+            live = False
+            ended = True
+            yield Frame("end", None)
+            return
         current = await riding_out(lambda: context.ledger.chain(thread), "opening a stream")
         live = current.first_run_id == frames.record.workflow_run_id and current.active
         async for frame in run_frames(context.client, context.objects, thread, frames, after, current):
@@ -138,6 +143,8 @@ def _result_response(result: Coroutine[Any, Any, dict[str, Any]], headers: dict[
 
 async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRecord) -> dict[str, Any]:
     frames = RunFrames(record, ["values"])
+    if not await queued.until_started(context, thread, record):
+        return frames.result()
     current = await context.ledger.chain(thread)
     async for _ in run_frames(context.client, context.objects, thread, frames, None, current):
         pass
@@ -147,8 +154,9 @@ async def _settle(context: ApiContext, thread: ThreadRef, record: records.RunRec
 @router.post("/threads/{thread_id}/runs")
 async def create_run(body: RunCreate, thread: Thread, context: Context) -> JSONResponse:
     record = await begin(context, thread, body)
-    # Started or resumed by this request: running as the answer leaves (GET reads it again).
-    return JSONResponse(_run_view(record, "running"), headers=_locations(record, "stream"))
+    # Started or resumed by this request: running as the answer leaves (GET reads it again); queued: pending.
+    started = "running" if record.workflow_run_id else "pending"
+    return JSONResponse(_run_view(record, started), headers=_locations(record, "stream"))
 
 
 @router.post("/threads/{thread_id}/runs/stream")
@@ -224,6 +232,8 @@ async def cancel_run(
     current_status = await _status_of(context, thread, record)
     if current_status not in ("pending", "running"):
         raise HTTPException(409, f"run {run_id} is {current_status}: only a running run can be cancelled")
+    if not record.workflow_run_id and await queued.withdraw(context, thread, record):
+        return Response(status_code=204 if wait else 202)  # taken out of the queue: it never ran
     if action == "rollback":
         # The thread goes back to the version the run started from, and the run is deleted (LangGraph's rollback):
         # that needs the run closed, so the answer comes once it has, with or without ``wait``.

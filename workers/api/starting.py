@@ -8,8 +8,9 @@ one. Everything is checked before anything is written: a refused request starts 
 * On an interrupted thread, a new message is the answer too: DeerFlow's UI sends a HumanMessage whose
   ``additional_kwargs.human_input_response`` names the option or the text; any other message is free text.
 * Otherwise a new workflow starts (the message's images stored as uploads and shown to a vision model:
-  ``workers/api/images.py``); a thread whose run is still active is busy: 409 with ``multitask_strategy``
-  ``reject``, or the active run is cancelled first (``interrupt``, ``rollback``: ``workers/api/multitask.py``).
+  ``workers/api/images.py``); a thread whose run is still active is busy: the message waits in the thread's queue
+  (``enqueue``, the default: ``workers/api/queued.py``), 409 with ``reject``, or the active run is cancelled first
+  (``interrupt``, ``rollback``: ``workers/api/multitask.py``).
   A ``checkpoint`` / ``checkpoint_id`` older than the newest version forks
   there or reruns a turn (``workers/api/forks.py``); ``input.title`` sets the title the run starts with. The
   message's ``additional_kwargs.files`` must name the thread's uploads (``workers/api/message_files.py``, checked
@@ -36,7 +37,7 @@ from middlewares.run_settings import RunSettings
 from vocabulary.approvals import ReviewInput, is_approval
 from vocabulary.contracts import ThreadRef, WebhookTarget
 from vocabulary.workflow_ids import run_workflow_id
-from workers.api import approvals, checkpoints, forks, multitask, records, status
+from workers.api import approvals, checkpoints, forks, multitask, queued, records, status
 from workers.api.deps import ApiContext
 from workers.api.discovery import assistant
 from workers.api.images import message_images, require_vision, store_images
@@ -66,7 +67,7 @@ class RunCreate(ApiBody):
     stream_mode: str | list[str] = "values"
     stream_subgraphs: bool = False
     stream_resumable: bool | None = None
-    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "reject"
+    multitask_strategy: Literal["reject", "interrupt", "rollback", "enqueue"] = "enqueue"
     """What a request does on a busy thread (``workers/api/multitask.py``)."""
     if_not_exists: Literal["reject", "create"] = "reject"
     on_disconnect: Literal["cancel", "continue"] = "continue"
@@ -344,6 +345,13 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     if current.active and body.multitask_strategy in ("interrupt", "rollback"):
         rollback = body.multitask_strategy == "rollback"
         current, fork = await multitask.interrupt_for_new_run(context, thread, current, rollback=rollback)
+    if body.multitask_strategy == "enqueue" and await queued.goes_to_queue(context, thread, current):
+        record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
+        webhook = None if webhook is None else replace(webhook, run_id=record.run_id)
+        await queued.enqueue(
+            context, thread, record, await _prepare(context, thread, body, record, None, attached, agent, webhook)
+        )
+        return record
     if current.active:
         raise HTTPException(
             409,
@@ -352,7 +360,12 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
         )
     record = _record(thread, body, run_workflow_id(thread.user_id, thread.thread_id), "", 0)
     webhook = None if webhook is None else replace(webhook, run_id=record.run_id)
-    record.workflow_run_id = await _start(context, thread, body, record, fork, attached, agent, webhook)
+    run = await _prepare(context, thread, body, record, fork, attached, agent, webhook)
+    try:
+        handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
+    except WorkflowAlreadyStartedError:
+        raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is already active") from None
+    record.workflow_run_id = handle.first_execution_run_id or handle.result_run_id or ""
     # From here the run exists: should storage fail now, its record comes back from the memo (records.py).
     await ledger.finalize_previous(thread, current)
     await ledger.save_run(thread, record)
@@ -362,7 +375,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     return record
 
 
-async def _start(
+async def _prepare(
     context: ApiContext,
     thread: ThreadRef,
     body: RunCreate,
@@ -371,7 +384,8 @@ async def _start(
     attached: list[dict[str, Any]],
     agent: Agent | None,
     webhook: WebhookTarget | None,
-) -> str:
+) -> RunStart:
+    """The run this request starts, every part of it checked (nothing is written but the message's images)."""
     rerun = fork.message if fork is not None else None
     message = rerun or _last_human(body)
     images = message_images(message) if rerun is None else []
@@ -391,7 +405,7 @@ async def _start(
     sent_id = message.get("id") if message is not None else None
     message_id = forks.message_id(rerun) if rerun is not None else sent_id if isinstance(sent_id, str) else None
     files = forks.message_files(rerun) if rerun is not None else tuple(entry["filename"] for entry in attached)
-    run = RunStart(
+    return RunStart(
         thread,
         text,
         chosen.spec,
@@ -406,11 +420,6 @@ async def _start(
         title=(body.input or {}).get("title"),
         webhook=webhook,
     )
-    try:
-        handle = await Runs(context.client, context.config.temporal.task_queue).start(run)
-    except WorkflowAlreadyStartedError:
-        raise HTTPException(409, f"thread {thread.thread_id} is busy: a run is already active") from None
-    return handle.first_execution_run_id or handle.result_run_id or ""
 
 
 def _record(thread: ThreadRef, body: RunCreate, workflow_id: str, first_run_id: str, offset: int) -> records.RunRecord:

@@ -94,6 +94,8 @@ def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
     """The LangGraph status of the run ``record``; ``followed``: a later run of the same chain exists."""
     if record.final_status:
         return record.final_status
+    if not record.workflow_run_id:
+        return "pending"  # queued, not started yet (workers/api/queued.py)
     if current.first_run_id != record.workflow_run_id or followed:
         return "success"
     return RUN_STATUS.get(current.status, "success")

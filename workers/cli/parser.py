@@ -65,7 +65,7 @@ COMMANDS: tuple[Command, ...] = (
                 "--if-busy",
                 choices=("reject", "enqueue", "interrupt"),
                 default="reject",
-                help="a run going on the thread: refuse (default), or cancel it first (interrupt); enqueue: not yet",
+                help="a run going on the thread: refuse (default), run after it (enqueue), cancel it first (interrupt)",
             ),
             _EVENTS,
         ),

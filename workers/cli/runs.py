@@ -32,8 +32,9 @@ from workers.cli._common import (
 )
 from workers.cli._follow import reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
+from workers.client.queue import ThreadQueue
 from workers.client.reader import RunClosed, first_run_id, query_open
-from workers.client.runs import ReplyRefused, Runs, RunStart
+from workers.client.runs import ReplyRefused, Runs, RunStart, queued
 from workers.client.webhooks import webhook_target
 from workers.config import HartflowConfig
 from workers.models import ModelSelectionError, RunModel, select_model
@@ -49,9 +50,13 @@ async def cmd_run(args: argparse.Namespace) -> int:
         # with another start still fails below, with the files of both in the uploads). The newest run may be
         # one started before ids were per user, under its legacy id: it keeps the thread busy too.
         newest = await runs.find(thread)
+        queue = ThreadQueue(stack.client, config.temporal.task_queue)
+        busy = newest is not None and newest.running
+        # A thread whose queue is open takes the message into it even when idle: it never overtakes a queued one.
+        enqueue = args.if_busy == "enqueue" and (busy or await queue.is_open(thread))
         if newest is not None and newest.running and args.if_busy == "interrupt":
             await _interrupt(runs, newest.workflow_id)
-        elif newest is not None and newest.running:
+        elif newest is not None and newest.running and not enqueue:
             raise BadInput(await _busy_message(stack.client, newest.workflow_id, thread.thread_id))
         try:
             webhook = await webhook_target(config.webhooks, args.webhook, None)
@@ -66,6 +71,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
             files=tuple(f.filename for f in files),
             webhook=webhook,
         )
+        if enqueue:
+            return await _enqueued(args, stack, queue, run)
         handle = await _start_run(runs, run)
         workflow_id = handle.id
         if args.detach:
@@ -73,6 +80,23 @@ async def cmd_run(args: argparse.Namespace) -> int:
         view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args))
         emit_view(args, view, stack, workflow_id)
         return exit_code(view.status)
+
+
+async def _enqueued(args: argparse.Namespace, stack: Stack, queue: ThreadQueue, run: RunStart) -> int:
+    """``--if-busy enqueue``: the run waits in the thread's queue (``workflows/thread_queue.py``) and starts when
+    the runs before it have ended; followed from its start like any run (``--detach``: once queued)."""
+    thread = run.thread
+    run_id = str(uuid.uuid4())
+    place = await queue.enqueue(thread, queued(run, run_id))
+    workflow_id = run_workflow_id(thread.user_id, thread.thread_id)
+    if args.detach:
+        payload = {"thread_id": thread.thread_id, "queued_run_id": run_id, "place": place, "status": "pending"}
+        emit(args, payload, lambda: print(f"queued on thread {thread.thread_id} ({place} before it)"))
+        return EXIT_OK
+    await queue.started_as(thread, run_id)
+    view = await settle(reader_of(stack), thread.thread_id, workflow_id, show=progress_of(args))
+    emit_view(args, view, stack, workflow_id)
+    return exit_code(view.status)
 
 
 async def _interrupt(runs: Runs, workflow_id: str) -> None:
@@ -92,8 +116,6 @@ def _checked_run(args: argparse.Namespace) -> tuple[HartflowConfig, ThreadRef, s
     if args.plan_mode:
         overrides["run"] = {"plan_mode": True}
     config = config_of(args, **overrides)
-    if args.if_busy == "enqueue":
-        raise BadInput("--if-busy enqueue is not served yet: use reject or interrupt")
     message = args.message.strip()
     problem = message_problem(message, config.run.max_message_chars)
     if problem is not None:

@@ -20,7 +20,6 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import (
-    SearchAttributePair,
     TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
@@ -37,6 +36,7 @@ from vocabulary.workflow_ids import run_workflow_id
 from workers.client import threads
 from workflows import search_attributes as sa
 from workflows.run import ReplyInput, RunInput, RunView, RunWorkflow
+from workflows.thread_queue import QueuedRun
 
 SUMMARY_CHARS = 120
 
@@ -97,25 +97,10 @@ class Runs:
         """Start ``run`` on its thread's workflow; ``WorkflowAlreadyStartedError`` while a run of it is open."""
         if self.task_queue is None:
             raise ValueError("Runs needs the deployment's task queue (temporal.task_queue) to start a run")
-        thread = run.thread
         return await self.client.start_workflow(
             RunWorkflow.run,
-            RunInput(
-                thread_id=thread.thread_id,
-                user_id=thread.user_id,
-                message=run.message,
-                model=run.model,
-                settings=run.settings,
-                message_id=run.message_id,
-                files=list(run.files),
-                base_version=run.base_version,
-                rerun_of=run.rerun_of,
-                title=run.title,
-                file_entries=list(run.file_entries) or None,
-                images=list(run.images),
-                webhook=run.webhook,
-            ),
-            id=run_workflow_id(thread.user_id, thread.thread_id),
+            run_input(run),
+            id=run_workflow_id(run.thread.user_id, run.thread.thread_id),
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
             id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
@@ -191,14 +176,30 @@ def details(run: RunStart) -> str:
 
 
 def start_attributes(run: RunStart) -> TypedSearchAttributes:
-    """What a run starts with in ``workflows/search_attributes.py``: every key but ``STOP_REASON`` (the run keeps
-    ``STATUS`` and ``TURNS`` current and sets its stop reason at the end)."""
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(sa.THREAD_ID, run.thread.thread_id),
-            SearchAttributePair(sa.USER_ID, run.thread.user_id),
-            SearchAttributePair(sa.STATUS, "running"),
-            SearchAttributePair(sa.MODEL, run.model),
-            SearchAttributePair(sa.TURNS, 0),
-        ]
+    """What a run starts with in ``workflows/search_attributes.py`` (its ``run_start``)."""
+    return sa.run_start(run.thread.thread_id, run.thread.user_id, run.model)
+
+
+def run_input(run: RunStart) -> RunInput:
+    """The run workflow's input for ``run``."""
+    thread = run.thread
+    return RunInput(
+        thread_id=thread.thread_id,
+        user_id=thread.user_id,
+        message=run.message,
+        model=run.model,
+        settings=run.settings,
+        message_id=run.message_id,
+        files=list(run.files),
+        base_version=run.base_version,
+        rerun_of=run.rerun_of,
+        title=run.title,
+        file_entries=list(run.file_entries) or None,
+        images=list(run.images),
+        webhook=run.webhook,
     )
+
+
+def queued(run: RunStart, run_id: str) -> QueuedRun:
+    """``run`` as the thread's queue starts it (``workflows/thread_queue.py``): what :meth:`Runs.start` sends."""
+    return QueuedRun(run_id, run_input(run), dict(run.memo), summary(run), details(run))
