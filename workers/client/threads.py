@@ -22,6 +22,7 @@ from activities.storage import ObjectStore
 from activities.thread_lifecycle import DeletedThread, delete_thread, stored_runs
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
+from workers.client.queue import ThreadQueue
 from workflows import search_attributes as sa
 
 
@@ -89,9 +90,13 @@ async def delete(client: Client, objects: ObjectStore, thread: ThreadRef, home: 
     (:class:`ThreadBusyError`). A run that starts after the listing is not in it. The start inputs of the own id
     (the SDK stores them before a run id exists, under ``ri/null``, shared by its runs) go last, and only while
     Temporal shows no open run of the id: a start racing the delete keeps its input unless its store and its
-    start straddle that last look, a window of one storage call. Legacy start inputs are every user's: kept.
+    start straddle that last look, a window of one storage call. Legacy start inputs are every user's: kept. Messages
+    waiting in the thread's queue (``workers/client/queue.py``) refuse it too: the queue would start a run on it.
     """
     own = run_workflow_id(thread.user_id, thread.thread_id)
+    if await ThreadQueue(client).is_open(thread):
+        # Its next message would start a run on the deleted thread (and write it again): the caller cancels it.
+        raise ThreadBusyError(f"thread {thread.thread_id} has queued messages: cancel its pending runs first")
     stored = await asyncio.to_thread(stored_runs, objects, candidate_ids(thread))
     runs = []
     for run in stored:
