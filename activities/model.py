@@ -34,7 +34,8 @@ from activities.live_tokens import TokenBatcher, drop_folded_calls, stream_answe
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
 from activities.models.catalog import ModelCatalog, ModelConfigError, ModelEntry, redact
-from activities.models.scripted import ScriptError, ScriptExhaustedError
+from activities.models.script import ScriptExhaustedError
+from activities.models.script_file import ScriptError
 from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
 from activities.transcripts import Preamble, TranscriptError, TranscriptStore

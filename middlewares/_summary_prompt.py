@@ -13,7 +13,7 @@ from typing import Literal
 
 from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, get_buffer_string, trim_messages
 
-from middlewares._compaction import SummarizationConfig, count_tokens
+from middlewares._summarization_config import SummarizationConfig, count_tokens
 from vocabulary.text import head_and_tail
 
 # langchain's DEFAULT_SUMMARY_PROMPT (langchain 1.3), which DeerFlow uses when ``summary_prompt`` is unset.

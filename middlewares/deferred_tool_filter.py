@@ -23,7 +23,7 @@ Writes: request overlay; thread state (``promoted``, through ``tool_search``).
 
 Parts: the built-in tools ``vocabulary/tools.py`` and the ``promoted`` reducer in ``vocabulary/state.py``; the MCP
 tools that join the catalog, discovered by ``workflows/run/mcp_tools.py`` and added in
-``workflows/run/workflow.py``; ``hartflow tools list`` (``workers/tools_list.py``). Tests:
+``workflows/run/catalog.py``; ``hartflow tools list`` (``workers/tools_list.py``). Tests:
 ``tests/test_deferred_tool_filter.py``, ``tests/test_mcp_units.py``, ``tests/test_mcp_tools.py``.
 """
 

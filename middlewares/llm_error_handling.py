@@ -4,7 +4,7 @@ Hook
 * ``wrap_model_call``: consults the circuit breaker, calls the model, and when the call failed for good returns
   DeerFlow's fallback ``AIMessage`` (``deerflow_error_fallback``, ``error_type``, ``error_reason``,
   ``error_detail``) instead of raising. The fallback becomes the model's reply in **thread state**, and the run
-  ends with status ``error`` (``workflows/run/workflow.py`` maps a trailing fallback message to it), not as a failed
+  ends with status ``error`` (``workflows/run/view.py`` maps a trailing fallback message to it), not as a failed
   workflow. Cancellation is never swallowed; the clarification pause is not a model-call error and never
   reaches this hook.
 * Circuit breaker: a **side effect** through two local activities (``llm_breaker.check`` before the call,

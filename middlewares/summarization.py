@@ -19,7 +19,8 @@ Hooks
 Everything but the summary call is pure and deterministic, so it runs in the workflow: the compaction plan is in
 ``middlewares/_compaction.py``, the summary prompt in ``middlewares/_summary_prompt.py``.
 
-Parts: the plan ``middlewares/_compaction.py``, the prompt ``middlewares/_summary_prompt.py`` and the call
+Parts: the config ``middlewares/_summarization_config.py``, the plan ``middlewares/_compaction.py`` (with
+``middlewares/_skill_reads.py``), the prompt ``middlewares/_summary_prompt.py`` and the call
 ``middlewares/_model_call.py`` (``vocabulary/contracts/model.py`` ``MODEL_INVOKE``, ``activities/model.py``). Tests:
 ``tests/test_summarization.py``, ``tests/test_compaction.py``, ``tests/test_summary_prompt.py``.
 """
@@ -29,13 +30,14 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
 from temporalio.exceptions import ActivityError
 
-# The config types live beside the plan that reads them; callers import them from the middleware.
-from middlewares._compaction import ContextSize as ContextSize
-from middlewares._compaction import SummarizationConfig as SummarizationConfig
 from middlewares._compaction import plan_compaction
 from middlewares._logging import hook_logger
 from middlewares._messages import SUMMARY_MESSAGE_NAME
 from middlewares._model_call import call_model
+
+# The config types live apart, for the plan and the prompt to read; callers import them from the middleware.
+from middlewares._summarization_config import ContextSize as ContextSize
+from middlewares._summarization_config import SummarizationConfig as SummarizationConfig
 from middlewares._summary_prompt import CANNED_SUMMARIES, summary_prompt
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import RunContext, best_effort

@@ -9,13 +9,9 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from middlewares._compaction import (
-    count_tokens,
-    cutoff_index,
-    find_safe_cutoff_point,
-    rescue_context,
-    rescue_skill_reads,
-)
+from middlewares._compaction import cutoff_index, find_safe_cutoff_point, rescue_context
+from middlewares._skill_reads import rescue_skill_reads
+from middlewares._summarization_config import count_tokens
 from middlewares.summarization import ContextSize, SummarizationConfig
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from activities.paths import ThreadPaths
 from activities.sandbox import Sandbox, SandboxError
-from activities.sandbox.local import LOCAL_HOST_BASH_DISABLED_MESSAGE, LocalSandboxProvider
+from activities.sandbox.local import LocalSandboxProvider
+from activities.sandbox.local_sandbox import LOCAL_HOST_BASH_DISABLED_MESSAGE
 from tests.support.faults import process_alive
 
 WS = "/mnt/user-data/workspace"

@@ -12,18 +12,16 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.tools import tool
 
-from activities.models.scripted import (
+from activities.models.provider_errors import (
     AuthenticationError,
     InternalServerError,
     RateLimitError,
-    Script,
-    ScriptedChatModel,
     ScriptedProviderError,
-    ScriptError,
-    ScriptExhaustedError,
-    load_script,
     provider_error_class,
 )
+from activities.models.script import Script, ScriptExhaustedError
+from activities.models.script_file import ScriptError, load_script
+from activities.models.scripted import ScriptedChatModel
 from vocabulary.contracts import ModelPurpose
 
 DOCUMENTED_SCRIPT: dict[str, Any] = {

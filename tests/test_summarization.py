@@ -19,7 +19,8 @@ from langchain_core.messages import (
 from temporalio.client import Client
 from temporalio.exceptions import ActivityError, CancelledError
 
-from middlewares._compaction import count_tokens, plan_compaction
+from middlewares._compaction import plan_compaction
+from middlewares._summarization_config import count_tokens
 from middlewares._summary_prompt import DEFAULT_SUMMARY_PROMPT, _trim_text, summary_prompt
 from middlewares.base import ModelRequest
 from middlewares.chain import build_lead_chain, describe

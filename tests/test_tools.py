@@ -12,7 +12,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import tools
 from activities.paths import ThreadPaths
-from activities.sandbox.local import LOCAL_HOST_BASH_DISABLED_MESSAGE, LocalSandboxProvider
+from activities.sandbox.local import LocalSandboxProvider
+from activities.sandbox.local_sandbox import LOCAL_HOST_BASH_DISABLED_MESSAGE
 from activities.tools import ToolActivities
 from vocabulary.contracts import SandboxReleaseInput, ThreadRef, ToolCallInput, ToolCallOutput
 from vocabulary.tool_args import ReadFileArgs

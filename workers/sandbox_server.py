@@ -1,7 +1,7 @@
 """hartflow's sandbox server: the entrypoint of the sandbox image, one process per Kubernetes sandbox pod.
 
 It serves the :class:`~activities.sandbox.base.Sandbox` methods over HTTP (the protocol is in
-``activities/sandbox/remote.py``) on top of a :class:`~activities.sandbox.local.LocalSandbox` rooted at the
+``activities/sandbox/remote.py``) on top of a :class:`~activities.sandbox.local_sandbox.LocalSandbox` rooted at the
 pod's ``/mnt/user-data``, so path confinement, the bash report, timeouts and output capture are the very code
 the local provider runs:
 
@@ -40,7 +40,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from activities.paths import USER_DATA_DIRS, VIRTUAL_PATH_PREFIX
 from activities.sandbox.base import GrepMatch, SandboxError
-from activities.sandbox.local import LocalSandbox
+from activities.sandbox.local_sandbox import LocalSandbox
 from activities.sandbox.remote import (
     FILE_OPERATIONS,
     FILES_PATH_PREFIX,

@@ -22,7 +22,9 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 
 from activities.models import tool_args
-from activities.models.scripted import Script, ScriptedChatModel, ScriptError, load_script
+from activities.models.script import Script
+from activities.models.script_file import ScriptError, load_script
+from activities.models.scripted import ScriptedChatModel
 from vocabulary.contracts import ModelPurpose
 
 __all__ = [

@@ -9,16 +9,20 @@ other bad call (DanglingToolCall / ToolErrorHandling), and the rest of the reply
 
 :func:`install` wraps the ``parse_tool_call`` that langchain-openai's reply conversion uses (its module global,
 shared by ``ChatOpenAI`` and every class built on ``BaseChatOpenAI``); it is idempotent and changes nothing for
-object arguments. The scripted model applies the same rule through :func:`object_args_error`.
+object arguments. The scripted model applies the same rule to its raw calls (:func:`parse_raw_tool_calls`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["install", "object_args_error"]
+from langchain_core.messages import InvalidToolCall, ToolCall
+from langchain_core.messages.tool import invalid_tool_call, tool_call
+
+__all__ = ["install", "object_args_error", "parse_raw_tool_calls"]
 
 _INSTALLED_MARK = "_hartflow_object_args"
 
@@ -28,6 +32,37 @@ def object_args_error(args: Any) -> str | None:
     if isinstance(args, dict):
         return None
     return f"the arguments must be a JSON object, not {_json_kind(args)}"
+
+
+def parse_raw_tool_calls(raw: list[Any]) -> tuple[list[ToolCall], list[InvalidToolCall]]:
+    """A provider's raw ``additional_kwargs["tool_calls"]`` (OpenAI's ``{id, function: {name, arguments}}``) as
+    tool calls and invalid tool calls. langchain's own fallback parser makes the whole message fail to build
+    when ``arguments`` is valid JSON but not an object (``"ls"``, ``[1]``); here such a call is invalid, with an
+    error saying why, so the run can answer it like any other bad call."""
+    calls: list[ToolCall] = []
+    invalid: list[InvalidToolCall] = []
+    for entry in raw:
+        function = entry.get("function") if isinstance(entry, dict) else None
+        if not isinstance(function, dict):
+            continue
+        name, arguments, call_id = function.get("name"), function.get("arguments"), entry.get("id")
+        error: str | None = None
+        args: Any = arguments
+        if isinstance(arguments, str):
+            try:
+                args = json.loads(arguments) if arguments.strip() else {}
+            except json.JSONDecodeError as exc:
+                error = f"the arguments are not valid JSON: {exc}"
+        if args is None:
+            args = {}  # "null" or no arguments at all: a call without parameters, as langchain reads it
+        if error is None:
+            error = object_args_error(args)
+        if error is None:
+            calls.append(tool_call(name=name or "", args=args, id=call_id))
+        else:
+            text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+            invalid.append(invalid_tool_call(name=name, args=text, id=call_id, error=error))
+    return calls, invalid
 
 
 def install() -> None:

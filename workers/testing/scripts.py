@@ -1,7 +1,7 @@
 """Scripts for the ``scripted:PATH`` model: the turns a test's model answers, one JSON file per script.
 
 The Nth agent model call of a run takes the Nth response (the format, errors and delays included, is in
-``activities/models/scripted.py``). ``answer`` ends the run with a text; ``calls`` asks for tools (``tool_call``
+``activities/models/script.py``). ``answer`` ends the run with a text; ``calls`` asks for tools (``tool_call``
 each); ``ask_clarification`` pauses the run for the user. ``write_script`` saves the responses and returns the
 model spec to put in a config (``make_config(..., model=spec)``) or a run's input.
 """

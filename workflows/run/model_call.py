@@ -1,5 +1,6 @@
-"""The agent's model call: the innermost handler of the ``wrap_model_call`` chain, and the ``llm_retry`` notices
-the model activity sends back while Temporal retries it.
+"""The agent's model turn: its request (the run's messages, system prompt and tools) through the
+``wrap_model_call`` chain to the innermost handler, the model call, and the ``llm_retry`` notices the model
+activity sends back while Temporal retries it.
 
 The messages go by reference (``vocabulary/transcript.py``): only those the previous request did not carry travel
 in history, and the cursor that knows which is the run's (``RunFields.transcript``, carried across
@@ -8,7 +9,7 @@ continue-as-new).
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage
+from langchain_core.messages import AIMessage, SystemMessage
 from temporalio import workflow
 
 from middlewares._activity_call import call_activity
@@ -17,19 +18,41 @@ from middlewares.context import RunContext
 from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LiveTokens, LlmRetryNotice, ModelCallInput
 from vocabulary.live_tokens import chain_prefix
 from vocabulary.text import model_label
+from vocabulary.tools import ToolCatalog
 from vocabulary.transcript import MessageHasher, preamble_json
+from workflows.run.dispatcher import Dispatcher
 from workflows.run.fields import RunFields
+from workflows.run.visibility import Visibility
 
 _PREAMBLE_PATCH = "hartflow-preamble-by-hash"
 
 
 class ModelCall:
-    """Calls the model activity for the run's agent turns and records its retries as progress events."""
+    """Takes the run's agent turns (the model activity for each) and records their retries as progress events."""
 
-    def __init__(self, ctx: RunContext, fields: RunFields) -> None:
+    def __init__(self, ctx: RunContext, fields: RunFields, visibility: Visibility, system_prompt: str) -> None:
         self._ctx = ctx
         self._fields = fields
+        self._visibility = visibility
+        self._system_prompt = system_prompt
         self._hasher = MessageHasher()
+
+    async def take_turn(self, dispatcher: Dispatcher, catalog: ToolCatalog) -> None:
+        """One agent turn: the model's answer to the run's state, offered ``catalog``, appended to it."""
+        ctx, fields = self._ctx, self._fields
+        fields.progress.turn += 1
+        fields.model_calls += 1
+        self._visibility.sync_search_attributes()
+        self._visibility.update_details()
+        request = ModelRequest(
+            messages=list(fields.state.messages),
+            system_message=SystemMessage(self._system_prompt),
+            tools=list(catalog.tools.values()),
+            state=fields.state,
+            ctx=ctx,
+            model=ctx.model,
+        )
+        fields.apply({"messages": [await dispatcher.call_model(request, self.invoke)]}, ctx.uuid)
 
     async def invoke(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx

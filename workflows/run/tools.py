@@ -2,11 +2,11 @@
 server, a configured tool's activity: ``workflows/run/configured_tools.py``, a subagent for ``task``, or the run
 itself for ``present_files``: ``workflows/run/present_files.py``), all in parallel.
 
-The run workflow (``workflows/run/workflow.py``) hands each turn's calls to :class:`ToolTurn`, which applies the
-results to the run's state (``RunFields.state``) in call order and returns the clarification interrupt, if any,
-for the run to pause on. Calls gated by ToolApproval wait, together, for their decisions
-(``workflows/run/approval.py``) once the others have run, then go through the chain again with them. ``task``
-calls go to delegation (``workflows/run/delegate.py``).
+The run workflow (``workflows/run/workflow.py``) hands each answer to :class:`ToolTurn`, which answers the calls
+the model could not form, runs the others, applies their results to the run's state (``RunFields.state``) in call
+order and, on a clarification interrupt, pauses the run for the reply (``workflows/run/pause.py``). Calls gated by
+ToolApproval wait, together, for their decisions (``workflows/run/approval.py``) once the others have run, then go
+through the chain again with them. ``task`` calls go to delegation (``workflows/run/delegate.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
+from temporalio import workflow
 
 import workflows.run.configured_tools as configured_tools
 import workflows.run.mcp_tools as mcp_tools
@@ -27,7 +28,7 @@ from middlewares.sandbox_lease import SandboxLease
 from middlewares.tool_approval import ACTION_KIND
 from vocabulary.contracts import TOOL_EXECUTE, ToolCallInput
 from vocabulary.delegation import TASK_TOOL_NAME
-from vocabulary.messages import last_ai_message
+from vocabulary.messages import last_ai_message, message_text
 from vocabulary.state import ThreadState
 from vocabulary.text import ELLIPSIS, one_line
 from vocabulary.tools import ToolCatalog, ToolSpec
@@ -35,8 +36,11 @@ from workflows.run.approval import Approvals
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
 from workflows.run.fields import RunFields
+from workflows.run.pause import Pause
 from workflows.run.present_files import PRESENT_FILES_TOOL_NAME, present_files
 from workflows.run.visibility import Visibility
+
+_INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
 
 
 class ToolTurn:
@@ -50,19 +54,51 @@ class ToolTurn:
         *,
         visibility: Visibility,
         delegation: Delegation,
-        approvals: Approvals | None = None,
-        commit: Callable[[], Awaitable[None]] | None = None,
+        pause: Pause,
+        approvals: Approvals,
+        commit: Callable[[], Awaitable[None]],
     ) -> None:
         self._ctx = ctx
         self._fields = fields
         self._catalog = catalog
         self._visibility = visibility
         self._delegation = delegation
+        self._pause = pause
+        """Where the run waits for the reply to a clarification, committing first."""
         self._approvals = approvals
         """Where gated calls wait for their decisions (``workflows/run/approval.py``), committing first."""
         self._commit = commit
 
-    async def run(self, dispatcher: Dispatcher, calls: list[ToolCall]) -> dict[str, Any] | None:
+    async def take_turn(self, dispatcher: Dispatcher) -> bool:
+        """Run the last answer's tool calls; ``False`` when the run ends here (an answer without calls, a
+        clarification that timed out, or only ``return_direct`` tools)."""
+        ctx, fields = self._ctx, self._fields
+        ai = last_ai_message(fields.state.messages)
+        calls = list(ai.tool_calls) if ai is not None else []
+        # A stop reason means a hard stop (LoopDetection, SafetyFinishReason) cleared this turn's calls so the
+        # run ends on it: invalid calls they leave behind must not start another turn.
+        invalid = list(ai.invalid_tool_calls) if ai is not None and not ctx.stop_reason else []
+        if invalid and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
+            # DeerFlow leaves such calls dangling until the next model request patches them, so a turn of
+            # only invalid calls ends the run on a broken answer. Answering them with the same error text
+            # lets the model see what was wrong and try again in this run (recursion_limit still bounds it).
+            fields.apply({"messages": [self._invalid_call_result(call) for call in invalid]}, ctx.uuid)
+            if not calls:
+                return True
+        if not calls:
+            if ai is not None:
+                fields.final_message = message_text(ai)
+            return False
+        interrupt = await self._run_calls(dispatcher, calls)
+        if interrupt is not None:
+            answer = await self._pause.wait(interrupt, self._commit)
+            if answer is None:
+                return False
+            fields.apply({"messages": [answer]}, ctx.uuid)
+            return True
+        return not self._ends_run(calls)
+
+    async def _run_calls(self, dispatcher: Dispatcher, calls: list[ToolCall]) -> dict[str, Any] | None:
         """Run the calls in parallel against the same state, apply their results in call order (the gated ones
         once decided), and return the first clarification interrupt among them (``None`` when none asked)."""
         state = self._fields.state
@@ -98,7 +134,6 @@ class ToolTurn:
     ) -> dict[str, Any] | None:
         """Pause for the decisions on the gated calls, then send each through the chain again with its decision:
         an edited call with its edited args, which the answer's AIMessage shows from then on (the call that ran)."""
-        assert self._approvals is not None and self._commit is not None
         decisions = await self._approvals.decide(actions, self._commit)
         edited = {
             call_id: decision["edited_action"]["args"]
@@ -120,11 +155,11 @@ class ToolTurn:
         )
         return self._apply(results, [])
 
-    def ends_run(self, calls: list[ToolCall]) -> bool:
+    def _ends_run(self, calls: list[ToolCall]) -> bool:
         """Whether the run ends after these calls: all of them are ``return_direct`` tools."""
         return all((spec := self._catalog.get(c["name"])) is not None and spec.return_direct for c in calls)
 
-    def invalid_call_result(self, call: InvalidToolCall) -> ToolMessage:
+    def _invalid_call_result(self, call: InvalidToolCall) -> ToolMessage:
         result = invalid_call_result(call, message_id=self._ctx.uuid())
         self._ctx.emit("tool_result", tool=result.name, call_id=result.tool_call_id, status="error")
         return result

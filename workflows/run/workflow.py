@@ -1,5 +1,6 @@
 """The run workflow: one agent run on one thread, durable from the first hook to the last commit.
 
+    discover configured and MCP tools (activities, once per run)
     load thread state (activity)
     before_agent                                   list order
     loop:
@@ -11,16 +12,17 @@
         (gated calls first wait, together, for their approvals the same way)
     after_agent                                    reverse order, in ``finally``: also on failure and cancel
     commit thread state (activity)
+    archive the run, start its webhook delivery    (activity, child workflow)
 
 The workflow id is derived from the thread id, so Temporal itself guarantees one active run per thread.
 
 This module is the run's lifecycle, its loop and its whole public surface (every update, signal and query, each a
 one-liner). What the run changes is one :class:`RunFields`; its behaviour beside the loop is in collaborators that
-take it as a parameter: the tool turn (``tools.py``) with delegation (``delegate.py``), the pause (``pause.py``),
-visibility (``visibility.py``), the model call (``model_call.py``), the view (``view.py``), the thread's load
-and commit (``thread_io.py``), what continue-as-new carries (``carry.py``), a subagent's live steps
-(``step_reports.py``) and the webhook it reports its end to (``webhook.py``). A subagent is this workflow with
-another profile (``profile.py``).
+take it as a parameter: its tools (``catalog.py``), the model turn (``model_call.py``), the tool turn
+(``tools.py``) with delegation (``delegate.py``), the pause (``pause.py``) and approvals (``approval.py``),
+visibility (``visibility.py``), the view (``view.py``), the thread's load and commit (``thread_io.py``), what
+continue-as-new carries (``carry.py``), a subagent's live steps (``step_reports.py``) and the run's end
+(``finish.py``: the archive and the webhook). A subagent is this workflow with another profile (``profile.py``).
 """
 
 from __future__ import annotations
@@ -28,29 +30,23 @@ from __future__ import annotations
 import asyncio
 from typing import Any, ClassVar
 
-from langchain_core.messages import SystemMessage
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream
-from temporalio.exceptions import ApplicationError, is_cancelled_exception
+from temporalio.exceptions import ApplicationError
 from temporalio.workflow import HandlerUnfinishedPolicy
 
 import workflows.run.carry as carry
-import workflows.run.configured_tools as configured_tools
-import workflows.run.mcp_tools as mcp_tools
 import workflows.run.thread_io as thread_io
-from middlewares.base import ModelRequest
 from middlewares.chain import describe
 from middlewares.context import TemporalRunContext
-from middlewares.deferred_tool_filter import TOOL_SEARCH
 from vocabulary.approvals import ReviewInput
 from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
-from vocabulary.messages import last_ai_message, message_text
-from vocabulary.tools import ToolSpec
 from workflows.run.approval import Approvals
-from workflows.run.archive import archive_run, archives_runs
+from workflows.run.catalog import with_discovered_tools
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
 from workflows.run.fields import RunFields
+from workflows.run.finish import finish
 from workflows.run.input_check import input_problem
 from workflows.run.io import ReplyInput, RunInput, RunView
 from workflows.run.model_call import ModelCall
@@ -60,16 +56,14 @@ from workflows.run.prompt import system_prompt
 from workflows.run.state_stream import run_events
 from workflows.run.step_reports import SUBAGENT_STEP_SIGNAL, StepReports, SubagentStep, record_step
 from workflows.run.tools import ToolTurn
-from workflows.run.view import closing_status, final_view, run_error, run_view, state_brief
+from workflows.run.view import run_view, state_brief
 from workflows.run.visibility import Visibility
-from workflows.run.webhook import report_end
 
 __all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
 
 WORKFLOW_NAME = "HartflowRun"
 
 _INPUT_CHECK_PATCH = "hartflow-input-check"
-_INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
 
 STOP_RECURSION_LIMIT = "recursion_limit"
 
@@ -107,11 +101,11 @@ class RunWorkflow:
         self._visibility = Visibility(self._ctx, fields)
         self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
         self._approvals = Approvals(self._ctx, fields, self._visibility, self._pause, self._tool_schemas)
-        self._model_call = ModelCall(self._ctx, fields)
+        # A custom agent's SOUL is the lead's: DeerFlow's subagents get their own prompt, without it.
+        prompt = system_prompt(None if self.profile.is_subagent else settings.soul)
+        self._model_call = ModelCall(self._ctx, fields, self._visibility, prompt)
         carried = input.carried.state.messages if input.carried is not None else ()
         self._steps = StepReports(input.subagent, input.model, carried=carried)
-        # A custom agent's SOUL is the lead's: DeerFlow's subagents get their own prompt, without it.
-        self._system_prompt = system_prompt(None if self.profile.is_subagent else settings.soul)
 
     # -- handlers: what clients may ask and tell a run ----------------------------------------------------
 
@@ -213,7 +207,9 @@ class RunWorkflow:
         # Only a refused input takes the patch: valid runs, and their histories, are unchanged by it.
         if problem is not None and workflow.patched(_INPUT_CHECK_PATCH):
             raise ApplicationError(problem, type="BadInput", non_retryable=True)
-        await self._add_mcp_tools(input)
+        self._chain, self._catalog = await with_discovered_tools(
+            ctx, input, fields, self.profile, self._chain, self._catalog
+        )
         dispatcher = Dispatcher(self._chain, ctx)
         delegation = Delegation(ctx, fields, self._visibility, input.settings)
         tools = ToolTurn(
@@ -222,6 +218,7 @@ class RunWorkflow:
             self._catalog,
             visibility=self._visibility,
             delegation=delegation,
+            pause=self._pause,
             approvals=self._approvals,
             commit=self._commit,
         )
@@ -250,27 +247,7 @@ class RunWorkflow:
             workflow.logger.error("after_agent failed: %s", exc)
             failure = failure or exc
         await self._commit()
-        return await self._finish(failure)
-
-    async def _add_mcp_tools(self, input: RunInput) -> None:
-        """The configured tools (``tools:``) and the MCP servers' tools (deferred with tool_search) join the
-        catalog, each discovered once per run; runs without either (and subagents) issue no command here."""
-        configured: list[ToolSpec] = []
-        if self.profile.discovers_mcp:
-            taken = set(self._catalog.names())
-            configured = await configured_tools.run_tools(self._ctx, input, self._fields, taken=taken)
-        if not (self.profile.discovers_mcp and input.settings.mcp_servers):
-            if configured:
-                self._catalog = self.profile.catalog(input.settings, self._chain, (), configured)
-            return
-        carried = input.carried.mcp_tools if input.carried is not None else None
-        if carried is None:
-            taken = set(self._catalog.names()) | {TOOL_SEARCH} | {tool.name for tool in configured}
-            carried = await mcp_tools.run_tools(self._ctx, list(input.settings.mcp_servers), taken=taken)
-        self._fields.mcp_tools = carried
-        specs = [mcp_tools.tool_spec(tool) for tool in carried]
-        self._chain = self.profile.build_chain(input.settings, specs)
-        self._catalog = self.profile.catalog(input.settings, self._chain, specs, configured)
+        return await finish(ctx, fields, self._visibility, self._stream, input.webhook, self._view, failure)
 
     async def _start(self, input: RunInput) -> None:
         await thread_io.start(input, self._fields, self._ctx, self._chain, self.profile)
@@ -284,7 +261,7 @@ class RunWorkflow:
             fields.state = before.state
             if before.jump_to == "end":
                 return
-            await self._model_turn(dispatcher)
+            await self._model_call.take_turn(dispatcher, self._catalog)
             after = await dispatcher.after_model(fields.state)
             fields.state = after.state
             await self._steps.report(fields.state)  # a subagent's answer, live in its lead's stream
@@ -292,7 +269,7 @@ class RunWorkflow:
                 continue
             if after.jump_to == "end":
                 return
-            goes_on = await self._tool_turn(dispatcher, tools)
+            goes_on = await tools.take_turn(dispatcher)
             await self._steps.report(fields.state)  # a subagent's tool results
             if not goes_on:
                 return
@@ -308,51 +285,6 @@ class RunWorkflow:
             return True
         return False
 
-    async def _model_turn(self, dispatcher: Dispatcher) -> None:
-        ctx, fields = self._ctx, self._fields
-        fields.progress.turn += 1
-        fields.model_calls += 1
-        self._visibility.sync_search_attributes()
-        self._visibility.update_details()
-        request = ModelRequest(
-            messages=list(fields.state.messages),
-            system_message=SystemMessage(self._system_prompt),
-            tools=list(self._catalog.tools.values()),
-            state=fields.state,
-            ctx=ctx,
-            model=ctx.model,
-        )
-        fields.apply({"messages": [await dispatcher.call_model(request, self._model_call.invoke)]}, ctx.uuid)
-
-    async def _tool_turn(self, dispatcher: Dispatcher, tools: ToolTurn) -> bool:
-        """Run the last answer's tool calls; ``False`` when the run ends here (an answer without calls, a
-        clarification that timed out, or only ``return_direct`` tools)."""
-        ctx, fields = self._ctx, self._fields
-        ai = last_ai_message(fields.state.messages)
-        calls = list(ai.tool_calls) if ai is not None else []
-        # A stop reason means a hard stop (LoopDetection, SafetyFinishReason) cleared this turn's calls so the
-        # run ends on it: invalid calls they leave behind must not start another turn.
-        invalid = list(ai.invalid_tool_calls) if ai is not None and not ctx.stop_reason else []
-        if invalid and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
-            # DeerFlow leaves such calls dangling until the next model request patches them, so a turn of
-            # only invalid calls ends the run on a broken answer. Answering them with the same error text
-            # lets the model see what was wrong and try again in this run (recursion_limit still bounds it).
-            fields.apply({"messages": [tools.invalid_call_result(call) for call in invalid]}, ctx.uuid)
-            if not calls:
-                return True
-        if not calls:
-            if ai is not None:
-                fields.final_message = message_text(ai)
-            return False
-        interrupt = await tools.run(dispatcher, calls)
-        if interrupt is not None:
-            answer = await self._pause.wait(interrupt, self._commit)
-            if answer is None:
-                return False
-            fields.apply({"messages": [answer]}, ctx.uuid)
-            return True
-        return not tools.ends_run(calls)
-
     def _tool_schemas(self) -> dict[str, dict[str, Any]]:
         return {name: spec.parameters for name, spec in self._catalog.tools.items()}
 
@@ -360,31 +292,6 @@ class RunWorkflow:
 
     async def _commit(self) -> None:
         await thread_io.commit(self._fields, self._ctx, self.profile)
-
-    async def _finish(self, failure: Exception | asyncio.CancelledError | None) -> RunView:
-        ctx, fields = self._ctx, self._fields
-        status = closing_status(fields, failure)
-        if archives_runs():
-            # Archived before the status turns final, so a client that saw the run settle finds the archive.
-            ctx.emit("run_finished", status=status, stop_reason=ctx.stop_reason, **run_error(fields, status, failure))
-            final = final_view(self._view(), status, failure)
-            await archive_run(ctx, final, self._stream.get_state(), fields.version)
-            if self._input.webhook is not None:
-                await report_end(ctx, self._input.webhook, final)
-            self._visibility.set_status(status)
-        else:
-            self._visibility.set_status(status)
-            ctx.emit(
-                "run_finished", status=fields.status, stop_reason=ctx.stop_reason, **run_error(fields, status, failure)
-            )
-        # Stream subscribers get their last events now; waiting for them to stop polling would never end.
-        self._stream.detach_pollers()
-        await workflow.wait_condition(workflow.all_handlers_finished)
-        if failure is None:
-            return self._view()
-        if is_cancelled_exception(failure):
-            raise failure
-        raise ApplicationError(f"run failed: {failure}", type="RunFailed", non_retryable=True) from failure
 
     def _view(self) -> RunView:
         usage = self.profile.usage(self._chain, self._fields.state)
