@@ -9,7 +9,8 @@ runtime base right after Guardrail and SandboxAudit and right before ToolErrorHa
   slip a blocked command past them;
 * before ToolErrorHandling, which stays innermost around the tool: a tool failure after approval is still an error
   result, and a rejection is the reviewer's answer, not a tool failure to stamp;
-* in the base, so subagents' calls are gated as the lead's are (their pause is their own run's).
+* in the base, so subagents' calls are gated as the lead's are (asked on the lead run:
+  ``workflows/run/approval_relay.py``).
 
 Hook
 * ``wrap_tool_call`` — a call without a review that a rule matches (tool name or glob, an MCP tool also as

@@ -47,6 +47,7 @@ from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
 from vocabulary.messages import last_ai_message, message_text
 from vocabulary.tools import ToolSpec
 from workflows.run.approval import Approvals
+from workflows.run.approval_relay import SUBAGENT_APPROVAL_SIGNAL, RelayedApprovals
 from workflows.run.archive import archive_run, archives_runs
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
@@ -107,6 +108,8 @@ class RunWorkflow:
         self._visibility = Visibility(self._ctx, fields)
         self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
         self._approvals = Approvals(self._ctx, fields, self._visibility, self._pause, self._tool_schemas)
+        self._commit_lock = asyncio.Lock()  # a subagent's approval commits while the run's own turn goes on
+        self._relayed = RelayedApprovals(self._ctx, fields, self._visibility, self._commit)
         self._model_call = ModelCall(self._ctx, fields)
         carried = input.carried.state.messages if input.carried is not None else ()
         self._steps = StepReports(input.subagent, input.model, carried=carried)
@@ -139,7 +142,7 @@ class RunWorkflow:
         description="Decide on the pending tool approval: approve, edit or reject (validated; refused: no history).",
     )
     async def review(self, review: ReviewInput) -> RunView:
-        self._approvals.review(review)
+        await self._approvals.review(review)
         return self._view()
 
     @review.validator
@@ -150,8 +153,15 @@ class RunWorkflow:
         name="approval_review",
         description='Decide on the pending tool approval: {"decisions": [{"type": "approve"}, ...], "call_ids"?}.',
     )
-    def approval_review(self, payload: Any) -> None:
-        self._approvals.signal(payload)
+    async def approval_review(self, payload: Any) -> None:
+        await self._approvals.signal(payload)
+
+    @workflow.signal(
+        name=SUBAGENT_APPROVAL_SIGNAL,
+        description="A subagent of this run asks for (or got) a tool approval: this run shows it as its own.",
+    )
+    async def subagent_approval(self, request: Any) -> None:
+        await self._relayed.received(request)
 
     @workflow.signal(
         name=LLM_RETRY_SIGNAL,
@@ -359,7 +369,8 @@ class RunWorkflow:
     # -- ending -------------------------------------------------------------------------------------------
 
     async def _commit(self) -> None:
-        await thread_io.commit(self._fields, self._ctx, self.profile)
+        async with self._commit_lock:
+            await thread_io.commit(self._fields, self._ctx, self.profile)
 
     async def _finish(self, failure: Exception | asyncio.CancelledError | None) -> RunView:
         ctx, fields = self._ctx, self._fields
