@@ -174,6 +174,34 @@ async def test_an_edit_by_signal_runs_the_edited_call_and_the_transcript_shows_i
     assert state["approvals"][-1]["action_requests"][0]["args"] == {"command": "echo asked"}
 
 
+async def test_approve_and_reject_by_signal_run_and_refuse_the_calls(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """The ``approval_review`` signal (what an operator sends from the Web UI's signal dialog): one call approved
+    by a named reviewer, the next turn's call rejected with a reason and no reviewer (the audit says ``signal``)."""
+    config = approval_config(home, temporal_address)
+    turns = [calls(tool_call("bash", f"b{i}", command=f"echo turn {i}")) for i in (1, 2)]
+    model = write_script(home, [*turns, answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "go", model=model)
+        first = await paused(handle)
+        await handle.signal("approval_review", {"decisions": [{"type": "approve"}], "reviewer": "carol"})
+        second = await paused(handle)
+        assert second["request_id"] != first["request_id"] and second["tool_call_ids"] == ["b2"]
+        reject = {"type": "reject", "message": "not twice"}
+        await handle.signal("approval_review", {"decisions": [reject], "request_id": second["request_id"]})
+        final = await handle.result()
+    assert final.status == "completed" and final.final_message == "done"
+    state = thread_state(home, final.thread_id)
+    ran = tool_messages(state)
+    assert ran["b1"]["content"].startswith("turn 1") and ran["b1"]["status"] == "success"
+    assert ran["b2"]["content"] == "not twice" and ran["b2"]["status"] == "error"
+    assert [(d["type"], d["reviewer"], d["via"]) for r in state["approvals"] for d in r["decisions"]] == [
+        ("approve", "carol", "signal"),
+        ("reject", "signal", "signal"),
+    ]
+
+
 @pytest.mark.parametrize("policy", ["approve", "reject"])
 async def test_a_request_nobody_answers_gets_its_on_timeout_decision(
     client: Client, home: Path, temporal_address: str, policy: str
