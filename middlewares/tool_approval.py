@@ -29,8 +29,10 @@ Parts: the protocol ``vocabulary/approvals.py``; the gathering, pause and decisi
 beside the clarification pause ``workflows/run/pause.py``, called from ``workflows/run/tools.py``; the ``review``
 update and ``approval_review`` signal on ``workflows/run/workflow.py``; clients in ``workers/client/runs.py``
 (``Runs.review``), ``workers/api/approvals.py`` (``command.resume`` with decisions) and
-``workers/cli/approvals.py`` (``hartflow approve`` / ``reject``, ``hartflow runs --awaiting approval``). Tests:
-``tests/test_tool_approval.py``, ``tests/test_approval_clients.py``.
+``workers/cli/approvals.py`` (``hartflow approve`` / ``reject``, ``hartflow runs --awaiting approval``); a
+subagent's request relayed to its lead run by ``workflows/run/approval_relay.py``. Tests:
+``tests/test_tool_approval.py``, ``tests/test_approval_clients.py``, ``tests/test_approval_card.py``,
+``tests/test_subagent_approval.py``.
 """
 
 from __future__ import annotations

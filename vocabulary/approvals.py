@@ -5,7 +5,8 @@ clients and agent inboxes already speak.
 
 A request asks every gated call of one model answer at once. Its record (``approval_request``) is what the run's
 ``pending_input`` shows and what the thread's ``approvals`` channel keeps, decided or not: the audit of who decided
-what, when, and the edited args. A decision answers one call; a review answers the calls it names (all of them,
+what, when, and the edited args. Its ``status``: ``pending``, ``decided``, or ``abandoned`` (the run ended
+before a decision: cancelled or failed). A decision answers one call; a review answers the calls it names (all of them,
 in request order, when it names none): the run resumes once every call has its decision.
 """
 

@@ -92,6 +92,14 @@ class Approvals:
         ctx.emit("resumed", request_id=request["request_id"], decisions=[d["type"] for d in decided["decisions"]])
         return decisions
 
+    def abandon(self) -> None:
+        """The run ends (cancelled, failed) with requests undecided: recorded ``abandoned``, so the committed state
+        offers nobody a decision the run can no longer take (an interrupt, a card, an inbox row)."""
+        fields = self._fields
+        undecided = [record for record in fields.state.approvals if record.get("status") == "pending"]
+        if undecided:
+            fields.apply({"approvals": [{**record, "status": "abandoned"} for record in undecided]}, self._ctx.uuid)
+
     def _request(self, actions: list[dict[str, Any]]) -> dict[str, Any]:
         ctx = self._ctx
         now = ctx.now()

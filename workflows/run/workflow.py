@@ -254,6 +254,7 @@ class RunWorkflow:
             self._stream.detach_pollers()
             await self._commit()
             carry.continue_as_new(input, fields, self._chain, self._stream.get_state())
+        self._approvals.abandon()
         try:
             fields.state = (await dispatcher.after_agent(fields.state)).state
         except Exception as exc:
