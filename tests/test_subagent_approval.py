@@ -25,9 +25,10 @@ from workflows.run.delegation import child_workflow_id
 GATED = {"rules": [{"tool": "bash", "args": {"command": "^echo"}}]}
 
 
-def subagent_approval_config(home: Path, address: str, lead: str | None = None) -> Any:
+def subagent_approval_config(home: Path, address: str, lead: str | None = None, **approval: Any) -> Any:
     child = write_script(home, [calls(tool_call("bash", "b1", command="echo from child")), answer("child report")])
-    run = {"subagent_enabled": True, "subagents": {"model": child}, "middlewares": {"tool_approval": GATED}}
+    gated = {**GATED, **approval}
+    run = {"subagent_enabled": True, "subagents": {"model": child}, "middlewares": {"tool_approval": gated}}
     return make_config(home, address, model=lead, run=run)
 
 
@@ -111,3 +112,18 @@ async def test_a_subagents_approval_is_the_leads_interrupt_its_inbox_row_and_its
     assert [(d["type"], d.get("message"), d["via"], d["reviewer"]) for d in record["decisions"]] == [
         ("reject", "not from a subagent", "update", config.user_id)
     ]
+
+
+async def test_a_subagents_request_nobody_answers_gets_its_timeout_decision_on_the_lead(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = subagent_approval_config(home, temporal_address, timeout_seconds=1, on_timeout="approve")
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "delegate it", model=lead_script(home))
+        final = await handle.result()
+        events = await handle.query("events", 0, result_type=list[dict[str, Any]])
+    assert final.status == "completed" and final.final_message == "all done"
+    assert child_tool_steps(events)["b1"]["content"].startswith("from child")
+    [record] = thread_state(home, final.thread_id)["approvals"]
+    assert record["status"] == "decided" and record["subagent_workflow_id"] == child_workflow_id(handle.id, "t1")
+    assert [(d["type"], d["via"]) for d in record["decisions"]] == [("approve", "timeout")]
