@@ -53,6 +53,7 @@ async def test_the_leads_signal_approves_its_subagents_call_and_the_audit_is_the
         child = client.get_workflow_handle(child_workflow_id(handle.id, "t1"))
         child_view = await child.query("status", result_type=RunView)
         committed = thread_state(home, view.thread_id)["approvals"]
+        details = (await handle.query("__temporal_workflow_metadata")).current_details
         await handle.signal("approval_review", {"decisions": [{"type": "approve"}]})
         final = await handle.result()
         events = await handle.query("events", 0, result_type=list[dict[str, Any]])
@@ -63,6 +64,7 @@ async def test_the_leads_signal_approves_its_subagents_call_and_the_audit_is_the
     assert view.pending_input["subagent_workflow_id"] == child.id
     assert view.pending_input["action_requests"][0]["args"] == {"command": "echo from child"}
     assert child_view.status == "awaiting_approval"
+    assert "`b1` bash · command='echo from child'" in details and f"asked by the subagent `{child.id}`" in details
     assert [(r["status"], r["subagent_workflow_id"]) for r in committed] == [("pending", child.id)]
     assert final.status == "completed" and final.final_message == "all done"
     assert child_tool_steps(events)["b1"]["content"].startswith("from child")

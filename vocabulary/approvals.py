@@ -173,6 +173,8 @@ def approval_markdown(request: dict[str, Any]) -> list[str]:
     lines = [f"**Waiting for approval** (user {request.get('user_id')}) until {request.get('deadline')}:"]
     for call_id, action in zip(request["tool_call_ids"], request["action_requests"], strict=True):
         lines.append(f"- `{call_id}` {action['name']} · {args_summary(action['args'])}")
+    if request.get("subagent_workflow_id"):
+        lines.append(f"asked by the subagent `{request['subagent_workflow_id']}`")
     lines.append(f"`request_id`: `{request.get('request_id')}`")
     return lines
 
