@@ -9,7 +9,8 @@ runtime base right after Guardrail and SandboxAudit and right before ToolErrorHa
   slip a blocked command past them;
 * before ToolErrorHandling, which stays innermost around the tool: a tool failure after approval is still an error
   result, and a rejection is the reviewer's answer, not a tool failure to stamp;
-* in the base, so subagents' calls are gated as the lead's are (their pause is their own run's).
+* in the base, so subagents' calls are gated as the lead's are (asked on the lead run:
+  ``workflows/run/approval_relay.py``).
 
 Hook
 * ``wrap_tool_call`` — a call without a review that a rule matches (tool name or glob, an MCP tool also as
@@ -28,8 +29,10 @@ Parts: the protocol ``vocabulary/approvals.py``; the gathering, pause and decisi
 beside the clarification pause ``workflows/run/pause.py``, called from ``workflows/run/tools.py``; the ``review``
 update and ``approval_review`` signal on ``workflows/run/workflow.py``; clients in ``workers/client/runs.py``
 (``Runs.review``), ``workers/api/approvals.py`` (``command.resume`` with decisions) and
-``workers/cli/approvals.py`` (``hartflow approve`` / ``reject``, ``hartflow runs --awaiting approval``). Tests:
-``tests/test_tool_approval.py``, ``tests/test_approval_clients.py``.
+``workers/cli/approvals.py`` (``hartflow approve`` / ``reject``, ``hartflow runs --awaiting approval``); a
+subagent's request relayed to its lead run by ``workflows/run/approval_relay.py``. Tests:
+``tests/test_tool_approval.py``, ``tests/test_approval_clients.py``, ``tests/test_approval_card.py``,
+``tests/test_subagent_approval.py``.
 """
 
 from __future__ import annotations

@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 import yaml
 from langgraph_sdk import get_client
-from langgraph_sdk.errors import UnprocessableEntityError
+from langgraph_sdk.errors import BadRequestError, UnprocessableEntityError
 from temporalio.client import Client
 
 from tests.support import start_run, thread_state
+from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.testing import (
     answer,
@@ -121,6 +122,35 @@ async def test_langgraph_sdk_sees_the_hitl_interrupt_and_approves_edits_and_reje
         ("edit", "default"),
         ("reject", "default"),
     ]
+
+
+async def test_a_timeout_over_the_api_clears_the_interrupt_and_the_state_shows_the_decision(
+    url: str, home: Path, client: Client
+) -> None:
+    """Nobody answers: the interrupt the client saw goes away, the call gets its rule's on-timeout decision, and
+    the thread's state (``threads.get_state``, what every client reads) keeps it in the audit."""
+    sdk = get_client(url=url)
+    thread_id = (await sdk.threads.create())["thread_id"]
+    rule = {"tool": "bash", "args": {"command": "first"}, "timeout_seconds": 2, "on_timeout": "reject"}
+    start = {"messages": [{"role": "user", "content": "go"}]}
+    paused = await sdk.runs.wait(thread_id, "hartflow", input=start, context={"tool_approval": {"rules": [rule]}})
+    assert paused["__interrupt__"][0]["value"]["action_requests"][0]["args"] == {"command": "echo first"}
+    # The run goes on by itself once the deadline passes: wait for its workflow to end.
+    view = await client.get_workflow_handle(run_workflow_id("default", thread_id)).result()
+    assert view["status"] == "completed"
+
+    thread = await sdk.threads.get(thread_id)
+    assert thread["status"] == "idle" and thread["interrupts"] == {}
+    state = await sdk.threads.get_state(thread_id)
+    assert state["interrupts"] == [] and state["next"] == []
+    [record] = state["values"]["approvals"]
+    decision = record["decisions"][0]
+    assert record["status"] == "decided" and (decision["type"], decision["via"]) == ("reject", "timeout")
+    ran = results(state["values"])
+    assert ran["b1"]["status"] == "error" and "No reviewer decided" in ran["b1"]["content"]
+    assert ran["b2"]["content"].startswith("second"), "only the first call was gated"
+    with pytest.raises(BadRequestError):  # a late decision: the thread is no longer interrupted
+        await sdk.runs.create(thread_id, "hartflow", command={"resume": {"decisions": [{"type": "approve"}]}})
 
 
 # -- the CLI, and a worker killed while the run waits ---------------------------------------------------------

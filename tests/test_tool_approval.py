@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
 
 from middlewares.tool_approval import ApprovalRule, ToolApprovalConfig
 from tests.support import start_run, thread_state
 from vocabulary.approvals import ReviewInput, args_problem, validate_review
 from vocabulary.human_input import InvalidReplyError, ReplyConflictError
 from vocabulary.tools import ToolSpec
+from workers.api.served import served_values
 from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
 from workers.testing.history import history_events
 from workflows import search_attributes as sa
@@ -172,6 +173,53 @@ async def test_an_edit_by_signal_runs_the_edited_call_and_the_transcript_shows_i
     decision = state["approvals"][-1]["decisions"][0]
     assert decision["edited_action"]["args"] == {"command": "echo edited"} and decision["via"] == "signal"
     assert state["approvals"][-1]["action_requests"][0]["args"] == {"command": "echo asked"}
+
+
+async def test_approve_and_reject_by_signal_run_and_refuse_the_calls(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """The ``approval_review`` signal (what an operator sends from the Web UI's signal dialog): one call approved
+    by a named reviewer, the next turn's call rejected with a reason and no reviewer (the audit says ``signal``)."""
+    config = approval_config(home, temporal_address)
+    turns = [calls(tool_call("bash", f"b{i}", command=f"echo turn {i}")) for i in (1, 2)]
+    model = write_script(home, [*turns, answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "go", model=model)
+        first = await paused(handle)
+        await handle.signal("approval_review", {"decisions": [{"type": "approve"}], "reviewer": "carol"})
+        second = await paused(handle)
+        assert second["request_id"] != first["request_id"] and second["tool_call_ids"] == ["b2"]
+        reject = {"type": "reject", "message": "not twice"}
+        await handle.signal("approval_review", {"decisions": [reject], "request_id": second["request_id"]})
+        final = await handle.result()
+    assert final.status == "completed" and final.final_message == "done"
+    state = thread_state(home, final.thread_id)
+    ran = tool_messages(state)
+    assert ran["b1"]["content"].startswith("turn 1") and ran["b1"]["status"] == "success"
+    assert ran["b2"]["content"] == "not twice" and ran["b2"]["status"] == "error"
+    assert [(d["type"], d["reviewer"], d["via"]) for r in state["approvals"] for d in r["decisions"]] == [
+        ("approve", "carol", "signal"),
+        ("reject", "signal", "signal"),
+    ]
+
+
+async def test_a_run_cancelled_while_waiting_leaves_no_pending_request(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """Nobody is offered a decision the run can no longer take: the committed record is ``abandoned``, and the
+    served values carry no approval card (``workers/api/served.py``)."""
+    config = approval_config(home, temporal_address)
+    model = write_script(home, [calls(tool_call("bash", "b1", command="echo never")), answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "go", model=model)
+        request = await paused(handle)
+        assert served_values(thread_state(home, request["thread_id"]))["messages"][-1]["name"] == "ask_clarification"
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    state = thread_state(home, request["thread_id"])
+    assert [(r["request_id"], r["status"]) for r in state["approvals"]] == [(request["request_id"], "abandoned")]
+    assert not [m for m in served_values(state)["messages"] if m.get("name") == "ask_clarification"]
 
 
 @pytest.mark.parametrize("policy", ["approve", "reject"])

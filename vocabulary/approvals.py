@@ -5,7 +5,8 @@ clients and agent inboxes already speak.
 
 A request asks every gated call of one model answer at once. Its record (``approval_request``) is what the run's
 ``pending_input`` shows and what the thread's ``approvals`` channel keeps, decided or not: the audit of who decided
-what, when, and the edited args. A decision answers one call; a review answers the calls it names (all of them,
+what, when, and the edited args. Its ``status``: ``pending``, ``decided``, or ``abandoned`` (the run ended
+before a decision: cancelled or failed). A decision answers one call; a review answers the calls it names (all of them,
 in request order, when it names none): the run resumes once every call has its decision.
 """
 
@@ -172,6 +173,8 @@ def approval_markdown(request: dict[str, Any]) -> list[str]:
     lines = [f"**Waiting for approval** (user {request.get('user_id')}) until {request.get('deadline')}:"]
     for call_id, action in zip(request["tool_call_ids"], request["action_requests"], strict=True):
         lines.append(f"- `{call_id}` {action['name']} · {args_summary(action['args'])}")
+    if request.get("subagent_workflow_id"):
+        lines.append(f"asked by the subagent `{request['subagent_workflow_id']}`")
     lines.append(f"`request_id`: `{request.get('request_id')}`")
     return lines
 
@@ -179,3 +182,49 @@ def approval_markdown(request: dict[str, Any]) -> list[str]:
 def args_summary(args: Any, limit: int = 80) -> str:
     text = " ".join(f"{k}={v!r}" for k, v in args.items() if k != "description") if isinstance(args, dict) else ""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+CARD_SOURCE = "tool_approval"
+_CARD_OPTIONS = {"approve": "Approve", "reject": "Reject"}
+
+
+def approval_card(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The pending request as DeerFlow's Human Input Card reads it (a ``human_input_request``: ``bytedance/
+    deer-flow: frontend/src/core/messages/human-input.ts``, ``parseHumanInputRequest``): one option per decision
+    every call allows among approve and reject (edit needs the arguments, which the card cannot take), and, when
+    reject is one, free text as the rejection's reason (``choice_with_other``). ``None`` when no option fits."""
+    allowed = [set(config["allowed_decisions"]) for config in request["review_configs"]]
+    kinds = [kind for kind in _CARD_OPTIONS if all(kind in decisions for decisions in allowed)]
+    if not kinds:
+        return None
+    calls = [f"{action['name']} · {args_summary(action['args'])}" for action in request["action_requests"]]
+    return {
+        "version": 1,
+        "kind": "human_input_request",
+        "source": CARD_SOURCE,
+        "request_id": request["request_id"],
+        "title": "Tool approval",
+        "question": f"Run {'this tool call' if len(calls) == 1 else f'these {len(calls)} tool calls'}? "
+        + "; ".join(calls),
+        "context": "\n\n".join(action["description"] for action in request["action_requests"]),
+        "input_mode": "choice_with_other" if "reject" in kinds else "single_choice",
+        "options": [{"id": kind, "label": _CARD_OPTIONS[kind], "value": kind} for kind in kinds],
+    }
+
+
+def card_review(request: dict[str, Any], response: dict[str, Any]) -> ReviewInput:
+    """The review a Human Input Card's answer (its ``human_input_response``) gives ``request``: the chosen option
+    for every call, or a typed text as every call's rejection with that reason."""
+    kind, value = response.get("response_kind"), response.get("value")
+    if kind == "option":
+        chosen = response.get("option_id") or value
+        if chosen not in _CARD_OPTIONS:
+            raise InvalidReplyError(f"unknown option {chosen!r}; the card offers {', '.join(_CARD_OPTIONS)}")
+        decision: dict[str, Any] = {"type": chosen}
+    elif kind == "text" and isinstance(value, str) and value.strip():
+        decision = {"type": "reject", "message": value.strip()}
+    else:
+        raise InvalidReplyError("a card's answer is an option (approve, reject) or a reason to reject")
+    request_id = response.get("request_id")
+    ids: list[str] = request["tool_call_ids"]
+    return ReviewInput([dict(decision) for _ in ids], request_id if isinstance(request_id, str) else None, list(ids))

@@ -2,6 +2,9 @@
 ``{action_requests, review_configs}`` as the interrupt's value (``workers/api/served.py``), and a run request with
 ``command: {resume: {decisions: [...]}}`` answers it through the run's validated ``review`` update, as the API's
 user (the audit's reviewer): refused decisions → 422 and nothing written, a stale or answered request → 409.
+DeerFlow's app answers the Human Input Card it is served for the request (``workers/api/served.py``) with a
+message whose ``additional_kwargs.human_input_response`` is the option (approve / reject: every call) or a typed
+reason (reject every call with it).
 
 A run adds its own gated tools with ``context.tool_approval`` (or ``config.configurable.tool_approval``):
 ``{rules: [...]}`` as in ``middlewares.tool_approval``, after the configured ones, which it cannot remove.
@@ -17,14 +20,24 @@ from pydantic import TypeAdapter, ValidationError
 
 from middlewares.run_settings import RunSettings
 from middlewares.tool_approval import ApprovalRule, with_rules
-from vocabulary.approvals import ReviewInput, parse_review
+from vocabulary.approvals import ReviewInput, card_review, parse_review
 from vocabulary.human_input import InvalidReplyError
 
 _RULES = TypeAdapter(list[ApprovalRule])
 
 
-def review_for(command: dict[str, Any] | None, pending: dict[str, Any], reviewer: str, max_chars: int) -> ReviewInput:
-    """The review a request gives the pending approval ``pending``: only ``command.resume`` with ``decisions``."""
+def review_for(
+    command: dict[str, Any] | None,
+    pending: dict[str, Any],
+    reviewer: str,
+    max_chars: int,
+    message: dict[str, Any] | None = None,
+) -> ReviewInput:
+    """The review a request gives the pending approval ``pending``: ``command.resume`` with ``decisions``, or
+    DeerFlow's Human Input Card answer (``message``'s ``additional_kwargs.human_input_response``)."""
+    response = ((message or {}).get("additional_kwargs") or {}).get("human_input_response")
+    if command is None and isinstance(response, dict):
+        return _card_review(pending, response, reviewer, max_chars)
     resume = (command or {}).get("resume")
     if not isinstance(resume, dict) or "decisions" not in resume:
         raise HTTPException(
@@ -39,6 +52,18 @@ def review_for(command: dict[str, Any] | None, pending: dict[str, Any], reviewer
     except InvalidReplyError as exc:
         raise HTTPException(422, f"command.resume: {exc}") from None
     review.request_id = str(pending.get("request_id"))
+    review.reviewer = reviewer
+    return review
+
+
+def _card_review(pending: dict[str, Any], response: dict[str, Any], reviewer: str, max_chars: int) -> ReviewInput:
+    if len(json.dumps(response, default=str)) > max_chars:
+        raise HTTPException(422, f"the answer is over {max_chars} characters (run.max_message_chars)")
+    try:
+        review = card_review(pending, response)
+    except InvalidReplyError as exc:
+        raise HTTPException(422, f"human_input_response: {exc}") from None
+    review.request_id = review.request_id or str(pending.get("request_id"))
     review.reviewer = reviewer
     return review
 

@@ -23,6 +23,12 @@ routes and streams that serve ``values``, message tuples and interrupts pass the
   :func:`error_frame`: the run's error ``type`` and ``message`` as its ``run_finished`` event recorded them
   (``workflows/run/view.py``: DeerFlow's fallback answer or the failure's root cause), with anything shaped like a
   key or token (``sk-…``, ``Bearer …``, ``api_key=…``) replaced by ``[redacted]``: provider errors may quote one.
+* **A pending tool approval shows as a Human Input Card.** DeerFlow's app renders a card only for an
+  ``ask_clarification`` ToolMessage carrying ``artifact.human_input`` (``isClarificationToolMessage`` in
+  ``bytedance/deer-flow: frontend/src/core/messages/utils.ts``); while the state holds a pending approval, its
+  card (``vocabulary/approvals.py``: ``approval_card``, options approve / reject) is served as such a message, last.
+  It is not in the state: once decided, it is gone. The app's answer maps to decisions
+  (``workers/api/approvals.py``).
 * **An interrupt names its question.** A generic interrupt view (Agent Chat UI's ``GenericInterruptView``) shows
   the value's keys as a table, so the value is :func:`interrupt_value`: ``question``, ``options`` (the offered
   labels, ``[]`` for a free answer), ``fields`` (a form's field labels; forms only), ``context`` (when the
@@ -36,8 +42,8 @@ import re
 from typing import Any
 
 from middlewares.uploads import ORIGINAL_USER_CONTENT_KEY
+from vocabulary.approvals import approval_card, is_approval
 from vocabulary.approvals import interrupt_value as approval_value
-from vocabulary.approvals import is_approval
 
 _SECRETS = re.compile(
     r"(?i)(?:\b(?:sk|rk|pk)-[A-Za-z0-9_-]{12,}|\bAIza[0-9A-Za-z_-]{20,}|\bgh[pousr]_[A-Za-z0-9]{20,}"
@@ -70,6 +76,21 @@ def served_values(values: dict[str, Any] | None) -> dict[str, Any] | None:
     if not values or not isinstance(values.get("messages"), list):
         return values
     messages = [served for message in values["messages"] if (served := served_message(message)) is not None]
+    pending = [record for record in values.get("approvals") or [] if record.get("status") == "pending"]
+    card = approval_card(pending[-1]) if pending else None
+    if card is not None:
+        messages.append(
+            {
+                "type": "tool",
+                "name": "ask_clarification",
+                "id": f"{card['request_id']}:card",
+                "tool_call_id": card["request_id"],
+                "content": card["question"],
+                "status": "success",
+                "additional_kwargs": {},
+                "artifact": {"human_input": card},
+            }
+        )
     return {**values, "messages": messages}
 
 

@@ -324,7 +324,7 @@ async def begin(context: ApiContext, thread: ThreadRef, body: RunCreate) -> reco
     reply: ReplyInput | ReviewInput | None = None
     if is_approval(pending) and fork is None:
         assert pending is not None
-        reply = approvals.review_for(body.command, pending, thread.user_id, max_chars)
+        reply = approvals.review_for(body.command, pending, thread.user_id, max_chars, _last_human(body))
     else:
         reply = reply_for(body, pending, current, max_chars)
     if reply is not None:

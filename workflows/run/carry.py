@@ -1,5 +1,6 @@
 """What a run carries across continue-as-new: the continued run resumes from it as if it had never stopped.
 
+:func:`out_of_turns` says when the loop stops (the recursion limit) or goes on in a continued run;
 :func:`continue_as_new` packs the run into a ``CarriedRun`` and ends this execution; :func:`resume` unpacks it in
 the continued run, field for field, into its fields, context and chain.
 """
@@ -12,11 +13,24 @@ from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from middlewares.base import Middleware
-from middlewares.context import RunProgress
+from middlewares.context import RunContext, RunProgress
 from middlewares.sandbox import sandbox_lease
 from vocabulary.transcript import TranscriptCursor
 from workflows.run.fields import RunFields
 from workflows.run.io import CarriedRun, RunInput
+
+STOP_RECURSION_LIMIT = "recursion_limit"
+
+
+def out_of_turns(ctx: RunContext, fields: RunFields, recursion_limit: int) -> bool:
+    """The run stops here (the recursion limit), or goes on in a continued run (history grew large)."""
+    if fields.model_calls >= recursion_limit:
+        ctx.stop(STOP_RECURSION_LIMIT)
+        return True
+    if fields.model_calls and workflow.info().is_continue_as_new_suggested():
+        fields.continue_as_new_requested = True
+        return True
+    return False
 
 
 def progress(carried: CarriedRun | None) -> RunProgress:

@@ -42,6 +42,8 @@ from middlewares.context import TemporalRunContext
 from vocabulary.approvals import ReviewInput
 from vocabulary.contracts import LLM_RETRY_SIGNAL, LlmRetryNotice, ThreadRef
 from workflows.run.approval import Approvals
+from workflows.run.approval_relay import SUBAGENT_APPROVAL_SIGNAL, RelayedApprovals
+from workflows.run.carry import STOP_RECURSION_LIMIT
 from workflows.run.catalog import with_discovered_tools
 from workflows.run.delegate import Delegation
 from workflows.run.dispatcher import Dispatcher
@@ -64,8 +66,6 @@ __all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME"
 WORKFLOW_NAME = "HartflowRun"
 
 _INPUT_CHECK_PATCH = "hartflow-input-check"
-
-STOP_RECURSION_LIMIT = "recursion_limit"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -101,6 +101,8 @@ class RunWorkflow:
         self._visibility = Visibility(self._ctx, fields)
         self._pause = Pause(self._ctx, fields, self._visibility, timeout=settings.clarification_timeout)
         self._approvals = Approvals(self._ctx, fields, self._visibility, self._pause, self._tool_schemas)
+        self._commit_lock = asyncio.Lock()  # a subagent's approval commits while the run's own turn goes on
+        self._relayed = RelayedApprovals(self._ctx, fields, self._visibility, self._commit)
         # A custom agent's SOUL is the lead's: DeerFlow's subagents get their own prompt, without it.
         prompt = system_prompt(None if self.profile.is_subagent else settings.soul)
         self._model_call = ModelCall(self._ctx, fields, self._visibility, prompt)
@@ -133,7 +135,7 @@ class RunWorkflow:
         description="Decide on the pending tool approval: approve, edit or reject (validated; refused: no history).",
     )
     async def review(self, review: ReviewInput) -> RunView:
-        self._approvals.review(review)
+        await self._approvals.review(review)
         return self._view()
 
     @review.validator
@@ -144,8 +146,15 @@ class RunWorkflow:
         name="approval_review",
         description='Decide on the pending tool approval: {"decisions": [{"type": "approve"}, ...], "call_ids"?}.',
     )
-    def approval_review(self, payload: Any) -> None:
-        self._approvals.signal(payload)
+    async def approval_review(self, payload: Any) -> None:
+        await self._approvals.signal(payload)
+
+    @workflow.signal(
+        name=SUBAGENT_APPROVAL_SIGNAL,
+        description="A subagent of this run asks for (or got) a tool approval: this run shows it as its own.",
+    )
+    async def subagent_approval(self, request: Any) -> None:
+        await self._relayed.received(request)
 
     @workflow.signal(
         name=LLM_RETRY_SIGNAL,
@@ -241,6 +250,7 @@ class RunWorkflow:
             self._stream.detach_pollers()
             await self._commit()
             carry.continue_as_new(input, fields, self._chain, self._stream.get_state())
+        self._approvals.abandon()
         try:
             fields.state = (await dispatcher.after_agent(fields.state)).state
         except Exception as exc:
@@ -256,7 +266,7 @@ class RunWorkflow:
         """The agent loop. It keeps the fields' state current after every step, so whatever ends the loop (an
         answer, a limit, a failure, a cancellation) leaves the latest state for after_agent and the commit."""
         fields = self._fields
-        while not self._out_of_turns():
+        while not carry.out_of_turns(self._ctx, fields, self._input.settings.recursion_limit):
             before = await dispatcher.before_model(fields.state)
             fields.state = before.state
             if before.jump_to == "end":
@@ -274,24 +284,14 @@ class RunWorkflow:
             if not goes_on:
                 return
 
-    def _out_of_turns(self) -> bool:
-        """The run stops here (the recursion limit), or goes on in a continued run (history grew large)."""
-        ctx, fields = self._ctx, self._fields
-        if fields.model_calls >= self._input.settings.recursion_limit:
-            ctx.stop(STOP_RECURSION_LIMIT)
-            return True
-        if fields.model_calls and workflow.info().is_continue_as_new_suggested():
-            fields.continue_as_new_requested = True
-            return True
-        return False
-
     def _tool_schemas(self) -> dict[str, dict[str, Any]]:
         return {name: spec.parameters for name, spec in self._catalog.tools.items()}
 
     # -- ending -------------------------------------------------------------------------------------------
 
     async def _commit(self) -> None:
-        await thread_io.commit(self._fields, self._ctx, self.profile)
+        async with self._commit_lock:
+            await thread_io.commit(self._fields, self._ctx, self.profile)
 
     def _view(self) -> RunView:
         usage = self.profile.usage(self._chain, self._fields.state)
