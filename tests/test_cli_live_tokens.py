@@ -147,3 +147,23 @@ async def test_people_see_a_restart_marker_and_only_the_retry_text_counts(home: 
     assert out.getvalue() == "Hel\n↻ the model call restarted (attempt 2): the text above is void\n\nHello world\n"
     assert live.shown == "Hello world"
     assert [event["kind"] for event in shown] == ["model_call", "run_finished"]
+
+
+async def test_with_stream_tokens_off_the_answer_comes_in_one_piece(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path
+) -> None:
+    """``run.model_call.stream_tokens: false``: no live-token target, so no chunk lines, the same answer."""
+    model = write_script(tmp_path, [streamed(0.01)])
+    config = make_config(home, temporal_address, model=model, run={"model_call": {"stream_tokens": False}})
+    thread = unique("cli-off")
+    async with running_worker(client, config):
+        lines = [
+            line
+            async for line in event_lines("run", "go", "--thread", thread, "--config", config_file(config, tmp_path))
+        ]
+    *events, result = lines
+    assert result["final_message"] == ANSWER
+    assert "model_call" in [event["kind"] for event in events]
+    assert not [event for event in events if event["kind"].startswith("chunk")]
+    store = open_object_store(config)
+    assert not list(store.list(f"{chain_prefix(config.user_id, thread, result['run_id'])}/")), "nothing published"
