@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, InvalidToolCall, message_chunk_to_message
+from langchain_core.messages.ai import add_ai_message_chunks
 from langchain_core.runnables import Runnable
 from temporalio import activity
 
@@ -43,7 +44,8 @@ class TokenBatcher:
         self._live = live
         self._attempt = attempt
         self._message_id = message_id
-        self._pending: AIMessageChunk | None = None
+        self._pending: list[AIMessageChunk] = []
+        self._pending_size = 0
         self._since = 0.0
         self._seq = 0
         self._lock = asyncio.Lock()
@@ -51,18 +53,18 @@ class TokenBatcher:
 
     def add(self, chunk: AIMessageChunk) -> bool:
         """Queue ``chunk``; ``True`` when the batch is due for writing."""
-        if self._pending is None:
-            self._pending, self._since = chunk, time.monotonic()
-        else:
-            self._pending = self._pending + chunk
-        return _text_size(self._pending) >= FLUSH_CHARS or time.monotonic() - self._since >= self._flush_seconds
+        if not self._pending:
+            self._since = time.monotonic()
+        self._pending.append(chunk)
+        self._pending_size += _text_size(chunk)
+        return self._pending_size >= FLUSH_CHARS or time.monotonic() - self._since >= self._flush_seconds
 
     async def flush(self) -> None:
         async with self._lock:
-            pending = self._pending
-            if pending is None:
+            if not self._pending:
                 return
-            self._pending = None
+            pending = merged(self._pending)
+            self._pending, self._pending_size = [], 0
             shown = pending.model_copy(update={"id": self._message_id})
             body = {
                 "message_id": self._message_id,
@@ -75,7 +77,7 @@ class TokenBatcher:
                 await asyncio.to_thread(self._store.put, key, json.dumps(body).encode())
             except Exception as exc:  # best effort: the chunks go out with the next batch
                 activity.logger.warning("could not publish live tokens: %s", exc)
-                self._pending = pending if self._pending is None else pending + self._pending
+                self._pending, self._pending_size = [pending, *self._pending], _text_size(pending) + self._pending_size
                 return
             self._seq += 1
             self.batches += 1
@@ -84,8 +86,13 @@ class TokenBatcher:
         """Write a waiting batch when its time is up, so a pause in the provider's output delays nothing."""
         while True:
             await asyncio.sleep(self._flush_seconds)
-            if self._pending is not None and time.monotonic() - self._since >= self._flush_seconds:
+            if self._pending and time.monotonic() - self._since >= self._flush_seconds:
                 await self.flush()
+
+
+def merged(chunks: list[AIMessageChunk]) -> AIMessageChunk:
+    """The chunks as one, merged in a single pass (adding them pairwise would rebuild the text once per chunk)."""
+    return chunks[0] if len(chunks) == 1 else add_ai_message_chunks(chunks[0], *chunks[1:])
 
 
 def _text_size(chunk: AIMessageChunk) -> int:
@@ -100,11 +107,11 @@ async def stream_answer(
     batcher: TokenBatcher,
 ) -> AIMessage:
     """The complete message, built from the chunks of ``runnable.astream`` while they are published."""
-    total: AIMessageChunk | None = None
+    received: list[AIMessageChunk] = []
     ticking = asyncio.create_task(batcher.tick())
     try:
         async for chunk in _chunks(runnable, messages):
-            total = chunk if total is None else total + chunk
+            received.append(chunk)
             if batcher.add(chunk):
                 await batcher.flush()
         await batcher.flush()
@@ -112,9 +119,9 @@ async def stream_answer(
         ticking.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await ticking
-    if total is None:
+    if not received:
         raise ValueError("the model's stream ended without a chunk")
-    message = message_chunk_to_message(total)
+    message = message_chunk_to_message(merged(received))
     assert isinstance(message, AIMessage)
     message.invalid_tool_calls = [_explained(call) for call in message.invalid_tool_calls]
     return message

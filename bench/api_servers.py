@@ -59,11 +59,13 @@ def hartflow_api(workdir: Path, turns: int = TURNS) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def langgraph_dev(workdir: Path, jobs: int, turns: int = TURNS) -> Iterator[str]:
-    """``langgraph dev`` serving the peer graph; yields its URL once it has started up."""
+def langgraph_dev(
+    workdir: Path, jobs: int, turns: int = TURNS, graph: Path = REPO / "bench" / "api_peer_graph.py", **env_extra: str
+) -> Iterator[str]:
+    """``langgraph dev`` serving the peer graph (``graph``, its environment plus ``env_extra``); yields its URL
+    once it has started up."""
     directory = workdir / "langgraph"
     directory.mkdir(parents=True)
-    graph = REPO / "bench" / "api_peer_graph.py"
     (directory / "langgraph.json").write_text(
         json.dumps({"dependencies": [str(REPO)], "graphs": {PEER_GRAPH: f"{graph}:graph"}}), encoding="utf-8"
     )
@@ -74,6 +76,7 @@ def langgraph_dev(workdir: Path, jobs: int, turns: int = TURNS) -> Iterator[str]
         "LANGSMITH_TRACING": "false",
         "PYTHONPATH": str(REPO),
         "HARTFLOW_BENCH_API_TURNS": str(turns),
+        **env_extra,
     }
     langgraph = Path(sys.executable).with_name("langgraph")
     process = subprocess.Popen(

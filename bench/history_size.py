@@ -1,6 +1,7 @@
 """History size per turn: what one agent turn adds to Temporal history, and to storage, at turn N.
 
     .venv/bin/python -m bench.history_size [--turns 10 500] [--address HOST:PORT]
+    .venv/bin/python -m bench.history_size --turns 10 --answer-tokens 2000   # live tokens on, then off
 
 Runs one scripted run of ``max(turns) + 2`` turns (one ``ls`` tool call per turn, LoopDetection off) on a dev
 server it starts (or ``--address``), then reads the whole continue-as-new chain back and prints, for each
@@ -8,6 +9,9 @@ requested turn: the history events and bytes the turn added (from its model call
 moved through the claim check, the blob bytes it wrote (new message bodies, a new preamble, and the request's
 manifest: a delta, or the full list every ``FULL_MANIFEST_EVERY`` requests),
 and — for comparison — how big the request's message list would have been inline.
+
+With ``--answer-tokens N`` every turn's model response also streams N tokens of text (scripted ``chunks``), and
+the run is measured twice: live tokens on and off (``run.model_call.stream_tokens``).
 """
 
 from __future__ import annotations
@@ -76,11 +80,25 @@ def _print_event_bytes(runs: list[list[Any]], costs: dict[int, Any], turns: list
                 print(f"turn {turn}: " + ", ".join(f"{name} {size}" for name, size in sizes.most_common()))
 
 
-async def measure(address: str, turns: list[int], workdir: Path, by_event: bool = False) -> list[dict[str, Any]]:
+async def measure(
+    address: str,
+    turns: list[int],
+    workdir: Path,
+    by_event: bool = False,
+    answer_tokens: int = 0,
+    stream_tokens: bool = True,
+) -> list[dict[str, Any]]:
     total = max(turns) + 2
-    run = {"recursion_limit": total + 10, "middlewares": {"loop_detection": {"enabled": False}}}
+    run = {
+        "recursion_limit": total + 10,
+        "middlewares": {"loop_detection": {"enabled": False}},
+        "model_call": {"stream_tokens": stream_tokens},
+    }
     config = make_config(workdir / "home", address, run=run)
-    script = [calls(tool_call("ls", path="/mnt/user-data")) for _ in range(total - 1)]
+    turn = calls(tool_call("ls", path="/mnt/user-data"))
+    if answer_tokens:  # the text comes as the pieces a streaming provider sends (content is their concatenation)
+        turn = {**{k: v for k, v in turn.items() if k != "content"}, "chunks": [f"w{i} " for i in range(answer_tokens)]}
+    script = [turn for _ in range(total - 1)]
     model = write_script(workdir, [*script, {"content": "done", "response_metadata": {"finish_reason": "stop"}}])
     client = client_for(await Client.connect(address), config)
     started = time.monotonic()
@@ -99,6 +117,7 @@ async def measure(address: str, turns: list[int], workdir: Path, by_event: bool 
         cost = costs[turn]
         rows.append(
             {
+                "streaming": "on" if stream_tokens else "off",
                 "turn": turn,
                 "history_events": cost.events,
                 "history_bytes": cost.bytes,
@@ -122,13 +141,21 @@ async def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--turns", type=int, nargs="+", default=[10, 500])
     parser.add_argument("--address", help="an existing Temporal frontend; default: start a dev server")
     parser.add_argument("--by-event", action="store_true", help="also print each turn's bytes by event type")
+    parser.add_argument("--answer-tokens", type=int, default=0, help="streamed text per answer; measures on and off")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="hartflow-history-size-") as tmp:
         server = None if args.address else DevServer(DevServerOptions(port=free_port(), ui=False))
         if server is not None:
             await asyncio.to_thread(server.start)
         try:
-            rows = await measure(args.address or server.address, sorted(args.turns), Path(tmp), args.by_event)  # type: ignore[union-attr]
+            address = args.address or server.address  # type: ignore[union-attr]
+            rows = []
+            for streaming in (True, False) if args.answer_tokens else (True,):
+                workdir = Path(tmp) / ("on" if streaming else "off")
+                workdir.mkdir()
+                rows += await measure(
+                    address, sorted(args.turns), workdir, args.by_event, args.answer_tokens, streaming
+                )
         finally:
             if server is not None:
                 server.stop()

@@ -18,6 +18,10 @@ class ModelCallSettings(_Strict):
 
     timeout_seconds: float = Field(default=600, gt=0, description="start-to-close timeout of one model attempt")
     heartbeat_seconds: float = Field(default=30, gt=0, description="a worker that dies mid-call is noticed after this")
+    stream_tokens: bool = Field(
+        default=True,
+        description="publish the lead agent's answer while it is generated (live tokens); false: in one piece",
+    )
 
 
 class ToolCallSettings(_Strict):

@@ -80,6 +80,8 @@ class ModelCallPolicy:
     retry_budget: LlmRetryBudget
     timeout_seconds: float
     """One attempt's start-to-close timeout, as configured (``options`` holds it as a ``timedelta``)."""
+    stream_tokens: bool = True
+    """Publish the lead agent's answers while they are generated (``vocabulary/live_tokens.py``)."""
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ class RunSettings(_Strict):
             ),
             retry_budget=retry_budget(llm),
             timeout_seconds=self.model_call.timeout_seconds,
+            stream_tokens=self.model_call.stream_tokens,
         )
 
     def tool_call_policy(self) -> ToolCallPolicy:

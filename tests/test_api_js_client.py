@@ -56,7 +56,7 @@ async def js_client_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.fail("node and npm are needed for the JS client test (DeerFlow's frontend client)")
     directory = tmp_path_factory.mktemp("js-client")
-    for name in ("package.json", "package-lock.json", "interrupt_resume.mjs"):
+    for name in ("package.json", "package-lock.json", "interrupt_resume.mjs", "streamed_answer.mjs"):
         shutil.copy(JS_CLIENT / name, directory / name)
     code, out, err = await _run(["npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"], directory, _node_env())
     assert code == 0, f"npm ci failed:\n{out}\n{err}"
@@ -82,6 +82,41 @@ async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
     connected = client_for(client, api_config)
     async with running_worker(client, api_config), serving_api(api_config, connected) as base:
         yield base
+
+
+@pytest.fixture
+async def streamed_url(home: Path, temporal_address: str, tmp_path: Path, client: Client) -> AsyncIterator[str]:
+    story = {"chunks": STORY, "chunk_delay": 0.05, "response_metadata": {"finish_reason": "stop"}}
+    tokens = [{"user_id": "js-user", "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]
+    config = make_config(
+        home, temporal_address, model=write_script(tmp_path, [story]), api={"auth": "bearer", "tokens": tokens}
+    )
+    async with running_worker(client, config), serving_api(config, client_for(client, config)) as base:
+        yield base
+
+
+STORY = ["Once", *(f" upon a time {index}" for index in range(30))]
+
+
+async def test_js_client_sees_a_streamed_answer_in_chunks_before_the_final_message(
+    js_client_dir: Path, streamed_url: str
+) -> None:
+    """Live tokens (issue #28): ``messages-tuple`` parts carry ``AIMessageChunk``s under the final message's id,
+    as DeerFlow's ``useStream`` reads them (``frontend/src/core/threads/hooks.ts``)."""
+    env = {**_node_env(), "HARTFLOW_API_URL": streamed_url, "HARTFLOW_API_TOKEN": TOKEN}
+    code, out, err = await _run(["node", "streamed_answer.mjs"], js_client_dir, env)
+    assert code == 0, f"node failed:\n{err}"
+    parts = json.loads(out)["parts"]
+    final = _values(parts)[-1]["messages"][-1]
+    assert final["content"] == "".join(STORY)
+    answered = next(
+        i for i, p in enumerate(parts) if p["event"] == "values" and p["data"]["messages"][-1]["type"] == "ai"
+    )
+    chunks = [p["data"][0] for p in parts if p["event"] == "messages" and p["data"][0]["type"] == "AIMessageChunk"]
+    early = [p for p in parts[:answered] if p["event"] == "messages" and p["data"][0]["type"] == "AIMessageChunk"]
+    assert len(early) >= 10, "chunks arrive before the final message"
+    assert {chunk["id"] for chunk in chunks} == {final["id"]}
+    assert "".join(chunk["content"] for chunk in chunks) == final["content"]
 
 
 def _values(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:

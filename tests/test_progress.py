@@ -71,6 +71,9 @@ async def test_run_shows_progress_as_it_goes_and_events_stream_json_lines(
     *events, result = lines
     assert result["kind"] == "result" and result["status"] == "completed"
     assert result["final_message"] == "Painted it b."
+    # The answers' live tokens come as chunk lines between the events (tests/test_cli_live_tokens.py).
+    assert {e["kind"] for e in events if "seq" not in e} <= {"chunk"}
+    events = [e for e in events if e["kind"] != "chunk"]
     # The reply's stream starts where the run paused: nothing from before the answer is repeated.
     assert [e["kind"] for e in events] == [
         "resumed",

@@ -1,6 +1,5 @@
-"""A model call's live tokens, read from the thread's storage while the call runs and framed as LangGraph streams
-them: ``messages`` ``[AIMessageChunk, metadata]`` whose id is the final message's (``vocabulary/live_tokens.py``
-has the layout, ``activities/live_tokens.py`` the writer).
+"""A model call's live tokens framed as LangGraph streams them: ``messages`` ``[AIMessageChunk, metadata]`` whose
+id is the final message's (``workers/client/live_tokens.py`` reads them from the thread's storage).
 
 A call is announced by its ``model_call`` progress event (the anchor); its batches are read until the next state
 item arrives (the complete message, which then needs no ``messages`` frame of its own: the client already holds it
@@ -12,34 +11,21 @@ starts, the client is told the earlier one's text is void: a ``remove`` message 
 
 from __future__ import annotations
 
-import asyncio
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from activities.storage import ObjectStore
-from vocabulary.live_tokens import batch_position, call_prefix
-
-POLL_SECONDS = 0.03
-"""How often an open call's folder is listed while no durable item arrives."""
+from workers.client import live_tokens
 
 
 @dataclass
-class LiveCall:
-    """One model call being followed by one reader."""
+class LiveCall(live_tokens.LiveCall):
+    """One model call being framed for one API client."""
 
-    chain: str
-    anchor: int
-    frames_before: int
+    frames_before: int = 0
     """How many frames the anchor's own item gave: token frames number on from there."""
     poll: bool = True
     """Read the batches (the run is open)."""
-    after: tuple[int, int] | None = None
-    """The last ``(attempt, index)`` framed (or resumed after)."""
-    message_id: str | None = None
-    streamed: bool = False
-    """The client holds chunks of this call (framed here, or before its ``Last-Event-ID``)."""
-    attempts: set[int] = field(default_factory=set)
 
     def frame_id(self, attempt: int, index: int) -> str:
         return f"{self.anchor}-{self.frames_before}.{attempt}.{index}"
@@ -48,42 +34,13 @@ class LiveCall:
         return (self.anchor, self.frames_before, attempt, index)
 
 
-def _read(store: ObjectStore, call: LiveCall) -> list[dict[str, Any]]:
-    """The call's batches after ``call.after`` (an index is the batch's seq + 1: 0 is the attempt's void frame)."""
-    found = []
-    for info in store.list(call_prefix(call.chain, call.anchor)):
-        position = batch_position(info.key)
-        if position is None:
-            continue
-        attempt, seq = position
-        if call.after is not None and (attempt, seq + 1) <= call.after:
-            continue
-        found.append((position, info.key))
-    batches = []
-    for _position, key in sorted(found):
-        data = store.get(key)
-        if data is None:
-            break  # dropped since it was listed: its call is folded into the state
-        try:
-            body = json.loads(data)
-        except ValueError:
-            break
-        if isinstance(body, dict) and isinstance(body.get("chunk"), dict):
-            batches.append(body)
-    return batches
-
-
 async def token_frames(store: ObjectStore, call: LiveCall, meta: dict[str, Any]) -> list[tuple[str, str, Any]]:
     """``(id, event, data)`` of the call's batches since the last read, void frames where an attempt restarts."""
-    frames: list[tuple[str, str, Any]] = []
-    for batch in await asyncio.to_thread(_read, store, call):
-        attempt, seq, message_id = int(batch["attempt"]), int(batch["seq"]), str(batch["message_id"])
-        if call.attempts and attempt > max(call.attempts) and call.streamed:
-            call.message_id = message_id
-            frames.append((call.frame_id(attempt, 0), "messages", [{"type": "remove", "id": message_id}, meta]))
-        call.attempts.add(attempt)
-        call.message_id = message_id
-        call.after = (attempt, seq + 1)
-        call.streamed = True
-        frames.append((call.frame_id(attempt, seq + 1), "messages", [batch["chunk"], meta]))
-    return frames
+    return [
+        (
+            call.frame_id(piece.attempt, piece.index),
+            "messages",
+            [piece.chunk if piece.chunk is not None else {"type": "remove", "id": piece.message_id}, meta],
+        )
+        for piece in await live_tokens.live_pieces(store, call)
+    ]

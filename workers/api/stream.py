@@ -38,11 +38,12 @@ from vocabulary.contracts import ThreadRef
 from vocabulary.live_tokens import chain_prefix
 from workers.api import status
 from workers.api.limits import event_id
-from workers.api.live_tokens import POLL_SECONDS, LiveCall, token_frames
+from workers.api.live_tokens import LiveCall, token_frames
 from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
 from workers.api.served import error_frame, interrupt_value, served_message, served_values
 from workers.api.status import Chain, pending_request
+from workers.client.live_tokens import POLL_SECONDS
 from workflows.run import PROGRESS_TOPIC
 from workflows.run.state_stream import MESSAGES_TOPIC, fold
 
@@ -149,7 +150,7 @@ class RunFrames:
     def follow(self, chain: str, offset: int, frames_before: int, after: tuple[int, ...] | None, *, poll: bool) -> None:
         """Start framing the live tokens of the model call announced at ``offset`` (``poll``: its run is open; a
         closed run's answers are whole in its state, and a client that resumes inside one holds its chunks)."""
-        self.live = LiveCall(chain, offset, frames_before, poll=poll)
+        self.live = LiveCall(chain, offset, frames_before=frames_before, poll=poll)
         if after is not None and len(after) == 4 and after[:2] == (offset, frames_before):
             self.live.after, self.live.attempts, self.live.streamed = (after[2], after[3]), {after[2]}, True
 

@@ -56,9 +56,12 @@ def emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], 
         human()
 
 
-def emit_view(args: argparse.Namespace, view: RunView, stack: Stack, workflow_id: str) -> None:
-    """Show a run's view: its fields with the Web UI link (``--json``), or the answer or question for people."""
-    emit(args, view_payload(view, stack), lambda: print_view(view, stack.ui_url(workflow_id, view.run_id)))
+def emit_view(
+    args: argparse.Namespace, view: RunView, stack: Stack, workflow_id: str, *, shown: str | None = None
+) -> None:
+    """Show a run's view: its fields with the Web UI link (``--json``), or the answer or question for people
+    (``shown``: the answer's text already printed while it was generated)."""
+    emit(args, view_payload(view, stack), lambda: print_view(view, stack.ui_url(workflow_id, view.run_id), shown))
 
 
 def view_payload(view: RunView, stack: Stack | None) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def view_payload(view: RunView, stack: Stack | None) -> dict[str, Any]:
     return payload
 
 
-def print_view(view: RunView, ui_url: str | None) -> None:
+def print_view(view: RunView, ui_url: str | None, shown: str | None = None) -> None:
     if view.status == "awaiting_input" and view.pending_input:
         request = view.pending_input
         print(f"\n{request.get('question', '')}")
@@ -78,7 +81,7 @@ def print_view(view: RunView, ui_url: str | None) -> None:
         for line in approval_markdown(view.pending_input)[1:-1]:
             print(line)
         print(f"\nThe run waits for approval: hartflow approve {view.thread_id} | hartflow reject {view.thread_id}")
-    elif view.final_message:
+    elif view.final_message and view.final_message.strip() != (shown or "").strip():
         print(view.final_message)
     line = f"[{view.status}] thread {view.thread_id} · run {view.run_id} · {view.turns} turn(s)"
     if view.stop_reason:

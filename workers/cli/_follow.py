@@ -10,8 +10,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle, W
 from temporalio.service import RPCError
 
 from vocabulary.contracts import ThreadRef
+from vocabulary.live_tokens import chain_prefix
 from workers import progress
 from workers.cli._common import BadInput
+from workers.cli.live_answer import LiveAnswer
 from workers.client import threads
 from workers.client.reader import RunReader
 from workers.config import open_object_store
@@ -23,6 +25,17 @@ _FOLLOW_GRACE_SECONDS = 10.0
 
 def reader_of(stack: Stack) -> RunReader:
     return RunReader(stack.client, open_object_store(stack.config), stack.config.user_id)
+
+
+def live_answer(
+    reader: RunReader, thread_id: str, first_run_id: str, show: Callable[[progress.Event], None] | None
+) -> LiveAnswer | None:
+    """``show`` with the chain's live tokens (``--events``: as JSON lines; for people: the text); ``None`` for
+    ``--json``, whose one line is the result."""
+    if show is None:
+        return None
+    chain = chain_prefix(reader.user_id, thread_id, first_run_id)
+    return LiveAnswer(reader.objects, chain, show, events=not isinstance(show, progress.ProgressPrinter))
 
 
 def archived_events(reader: RunReader, thread_id: str, workflow_id: str) -> progress.Archived:
@@ -75,7 +88,9 @@ async def settle(
         if follower is not None:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
-        if isinstance(show, progress.ProgressPrinter):
+        if isinstance(show, LiveAnswer):
+            await show.finish()
+        elif isinstance(show, progress.ProgressPrinter):
             show.close()
     return view
 

@@ -60,7 +60,7 @@ class ModelCall:
         # The lead's answer streams to API clients while it is generated, beside history (vocabulary/live_tokens.py).
         live = (
             None
-            if ctx.is_subagent
+            if ctx.is_subagent or not ctx.model_calls.stream_tokens
             else LiveTokens(chain_prefix(ctx.user_id, ctx.thread_id, ctx.run_id), ctx.events[-1].seq)
         )
         # The messages go by reference: only those the previous request did not carry travel in history; so do

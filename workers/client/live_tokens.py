@@ -1,0 +1,88 @@
+"""Reading a model call's live tokens from the thread's storage while the call runs: the one reader the Agent
+Server (``workers/api/live_tokens.py``, which frames them as LangGraph streams them) and the CLI
+(``workers/cli/live_answer.py``, which prints them) share. ``vocabulary/live_tokens.py`` has the layout,
+``activities/live_tokens.py`` the writer.
+
+Each read returns the pieces written since the previous one, in order: a chunk (an ``AIMessageChunk`` in
+``model_dump`` form whose id is the final message's), or, when a later attempt of the call starts after the reader
+passed on chunks of an earlier one, a void piece first: the earlier attempt's text is not part of the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from activities.storage import ObjectStore
+from vocabulary.live_tokens import batch_position, call_prefix
+
+POLL_SECONDS = 0.03
+"""How often an open call's folder is listed while nothing else arrives."""
+
+
+@dataclass(frozen=True)
+class LivePiece:
+    attempt: int
+    index: int
+    """The batch's seq + 1; 0 for the void piece that opens a restarted attempt."""
+    message_id: str
+    chunk: dict[str, Any] | None
+    """The merged chunks of one batch; ``None``: the text passed on before this attempt is void."""
+
+
+@dataclass
+class LiveCall:
+    """One model call being followed by one reader."""
+
+    chain: str
+    """The run chain's live folder (``vocabulary.live_tokens.chain_prefix``)."""
+    anchor: int
+    """The stream offset of the ``model_call`` progress event that announced the call."""
+    after: tuple[int, int] | None = None
+    """The last ``(attempt, index)`` passed on (or resumed after)."""
+    message_id: str | None = None
+    streamed: bool = False
+    """The reader's client holds chunks of this call."""
+    attempts: set[int] = field(default_factory=set)
+
+
+def _read(store: ObjectStore, call: LiveCall) -> list[dict[str, Any]]:
+    """The call's batches after ``call.after``."""
+    found = []
+    for info in store.list(call_prefix(call.chain, call.anchor)):
+        position = batch_position(info.key)
+        if position is None:
+            continue
+        attempt, seq = position
+        if call.after is not None and (attempt, seq + 1) <= call.after:
+            continue
+        found.append((position, info.key))
+    batches = []
+    for _position, key in sorted(found):
+        data = store.get(key)
+        if data is None:
+            break  # dropped since it was listed: its call is folded into the state
+        try:
+            body = json.loads(data)
+        except ValueError:
+            break
+        if isinstance(body, dict) and isinstance(body.get("chunk"), dict):
+            batches.append(body)
+    return batches
+
+
+async def live_pieces(store: ObjectStore, call: LiveCall) -> list[LivePiece]:
+    """The call's pieces since the last read, a void piece where an attempt restarts after text was passed on."""
+    pieces: list[LivePiece] = []
+    for batch in await asyncio.to_thread(_read, store, call):
+        attempt, seq, message_id = int(batch["attempt"]), int(batch["seq"]), str(batch["message_id"])
+        if call.attempts and attempt > max(call.attempts) and call.streamed:
+            pieces.append(LivePiece(attempt, 0, message_id, None))
+        call.attempts.add(attempt)
+        call.message_id = message_id
+        call.after = (attempt, seq + 1)
+        call.streamed = True
+        pieces.append(LivePiece(attempt, seq + 1, message_id, batch["chunk"]))
+    return pieces
