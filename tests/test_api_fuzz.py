@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import queue
 import threading
@@ -34,7 +35,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from tests.test_api_access import TOKENS, bearer_settings
 from workers.api.app import OPENAPI_PATH, routers
 from workers.config import HartflowConfig
-from workers.testing import answer, make_config, running_worker, serving_api, write_script
+from workers.testing import answer, make_config, running_worker, serving_api, unique, write_script
 from workers.worker import connect
 
 EXAMPLES_PER_OPERATION = 12
@@ -88,10 +89,13 @@ def server_in_thread(config: HartflowConfig) -> Iterator[str]:
 def fuzz_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
     scripts = tmp_path / "scripts"
     scripts.mkdir()
+    # A user of this test's own: a user's memory workflow stays on the task queue of the worker that started it,
+    # so a name shared with another test (its worker gone) would leave the memory routes' edits unanswered.
+    fuzzer = {"user_id": unique("fuzzer"), "token_sha256": hashlib.sha256(TOKENS["alice"].encode()).hexdigest()}
     return make_config(
         home, temporal_address,
         model=write_script(scripts, [answer("fuzzed"), *({**answer("fuzzed"), "for": p} for p in ONESHOTS)]),
-        api=bearer_settings(allow_model_specs=True, model_scripts_dir=str(scripts)),
+        api={**bearer_settings(allow_model_specs=True, model_scripts_dir=str(scripts)), "tokens": [fuzzer]},
     )  # fmt: skip
 
 

@@ -231,6 +231,7 @@ def test_tools_list_shows_built_in_and_mcp_tools_with_server_and_deferral(
     assert rows["time_get_current_time"] == {
         "name": "time_get_current_time",
         "server": "time",
+        "source": "mcp:time",
         "deferred": True,
         "description": "Get current time in a specific timezone",
     }
