@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +13,7 @@ from temporalio.service import RPCError
 from vocabulary.contracts import ThreadRef
 from vocabulary.live_tokens import chain_prefix
 from workers import progress
-from workers.cli._common import BadInput
+from workers.cli._common import BadInput, emit_view, exit_code, progress_of
 from workers.cli.live_answer import LiveAnswer
 from workers.client import threads
 from workers.client.reader import RunReader
@@ -93,6 +94,18 @@ async def settle(
         elif isinstance(show, progress.ProgressPrinter):
             show.close()
     return view
+
+
+async def follow_to_end(
+    args: argparse.Namespace, stack: Stack, thread_id: str, workflow_id: str, first_run_id: str, *, offset: int = 0
+) -> int:
+    """Follow a run the command started or answered until it waits or ends (its answer live, its progress from
+    ``offset``), show its view and return the command's exit code."""
+    reader = reader_of(stack)
+    live = live_answer(reader, thread_id, first_run_id, progress_of(args))
+    view = await settle(reader, thread_id, workflow_id, show=live, offset=offset)
+    emit_view(args, view, stack, workflow_id, shown=live.shown if live else None)
+    return exit_code(view.status)
 
 
 async def started_thread(client: Client, thread: ThreadRef) -> tuple[str, Any]:

@@ -18,8 +18,8 @@ from temporalio.client import WorkflowHandle
 from vocabulary.approvals import ReviewInput, args_summary, is_approval
 from vocabulary.contracts import ThreadRef
 from workers import progress
-from workers.cli._common import BadInput, config_of, emit, emit_view, exit_code, progress_of, thread_of
-from workers.cli._follow import live_answer, reader_of, running_run, settle
+from workers.cli._common import BadInput, config_of, emit, thread_of
+from workers.cli._follow import follow_to_end, running_run
 from workers.client.reader import RunClosed, first_run_id, query_open
 from workers.client.runs import ReplyRefused, Runs
 from workers.config import HartflowConfig
@@ -69,11 +69,8 @@ async def _decide(args: argparse.Namespace, decision: dict[str, Any]) -> int:
             await Runs(stack.client, config.temporal.task_queue).review(workflow_id, review, run_id=handle.run_id)
         except ReplyRefused as exc:
             raise BadInput(f"decision refused: {exc}") from None
-        reader = reader_of(stack)
-        live = live_answer(reader, thread.thread_id, first_run_id(await handle.describe()), progress_of(args))
-        view = await settle(reader, thread.thread_id, workflow_id, show=live, offset=seen)
-        emit_view(args, view, stack, workflow_id, shown=live.shown if live else None)
-        return exit_code(view.status)
+        first = first_run_id(await handle.describe())
+        return await follow_to_end(args, stack, thread.thread_id, workflow_id, first, offset=seen)
 
 
 async def _pending(handle: WorkflowHandle[Any, Any], refusal: str) -> dict[str, Any]:

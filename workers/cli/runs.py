@@ -30,7 +30,7 @@ from workers.cli._common import (
     progress_of,
     thread_of,
 )
-from workers.cli._follow import live_answer, reader_of, running_run, settle
+from workers.cli._follow import follow_to_end, reader_of, running_run, settle
 from workers.cli.threads import store_thread_uploads
 from workers.client.queue import ThreadQueue
 from workers.client.reader import RunClosed, first_run_id, query_open
@@ -77,12 +77,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
         workflow_id = handle.id
         if args.detach:
             return _detached(args, stack, thread, handle)
-        reader = reader_of(stack)
         first = handle.first_execution_run_id or handle.result_run_id or ""
-        live = live_answer(reader, thread.thread_id, first, progress_of(args))
-        view = await settle(reader, thread.thread_id, workflow_id, show=live)
-        emit_view(args, view, stack, workflow_id, shown=live.shown if live else None)
-        return exit_code(view.status)
+        return await follow_to_end(args, stack, thread.thread_id, workflow_id, first)
 
 
 async def _enqueued(args: argparse.Namespace, stack: Stack, queue: ThreadQueue, run: RunStart) -> int:
@@ -204,11 +200,8 @@ async def cmd_reply(args: argparse.Namespace) -> int:
                 await Runs(stack.client, config.temporal.task_queue).reply(workflow_id, answer, run_id=handle.run_id)
             except ReplyRefused as exc:
                 raise BadInput(f"reply refused: {exc}") from None
-        reader = reader_of(stack)
-        live = live_answer(reader, thread.thread_id, first_run_id(await handle.describe()), progress_of(args))
-        view = await settle(reader, thread.thread_id, workflow_id, show=live, offset=seen)
-        emit_view(args, view, stack, workflow_id, shown=live.shown if live else None)
-        return exit_code(view.status)
+        first = first_run_id(await handle.describe())
+        return await follow_to_end(args, stack, thread.thread_id, workflow_id, first, offset=seen)
 
 
 def _parse_fields(items: list[str] | None) -> dict[str, Any]:
