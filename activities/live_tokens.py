@@ -48,6 +48,7 @@ class TokenBatcher:
         self._pending_size = 0
         self._since = 0.0
         self._seq = 0
+        self._failing = False
         self._lock = asyncio.Lock()
         self.batches = 0
 
@@ -76,9 +77,12 @@ class TokenBatcher:
             try:
                 await asyncio.to_thread(self._store.put, key, json.dumps(body).encode())
             except Exception as exc:  # best effort: the chunks go out with the next batch
-                activity.logger.warning("could not publish live tokens: %s", exc)
+                if not self._failing:  # once per outage, not once per batch
+                    activity.logger.warning("could not publish live tokens, keeping them for the next batch: %s", exc)
+                self._failing = True
                 self._pending, self._pending_size = [pending, *self._pending], _text_size(pending) + self._pending_size
                 return
+            self._failing = False
             self._seq += 1
             self.batches += 1
 

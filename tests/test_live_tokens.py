@@ -1,13 +1,16 @@
 """Live tokens (issue #28) through the official ``langgraph-sdk`` client: a streamed answer arrives as
 ``AIMessageChunk`` frames under the final message's id before the final message; a reconnect mid-answer on
 another API replica continues without gaps or repeats; a worker SIGKILLed mid-stream leaves the client a void
-frame (``remove`` under the same id) and the final state holds the answer once.
+frame (``remove`` under the same id) and the final state holds the answer once; storage going away mid-answer
+delays the tokens and never ends the stream.
 
 DeerFlow's app reads these frames with ``useStream`` (``frontend/src/core/threads/hooks.ts``: ``streamMode``
 includes ``messages-tuple``)."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from temporalio.client import Client
 from workers.config import HartflowConfig
 from workers.testing import make_config, running_worker, serving_api, write_script
 from workers.testing.processes import kill_hard, worker_process
+from workers.testing.s3 import S3Server, s3_storage_settings
 from workers.worker import connect
 
 MODES = ["values", "messages-tuple"]
@@ -126,3 +130,47 @@ async def test_a_worker_killed_mid_stream_voids_the_partial_text_and_the_answer_
         state = await sdk.threads.get_state(thread_id)
         ai = [m for m in state["values"]["messages"] if m["type"] == "ai"]
         assert [m["content"] for m in ai] == ["".join(WORDS)]
+
+
+async def test_storage_down_mid_answer_delays_the_tokens_and_the_stream_goes_on(
+    client: Client, home: Path, temporal_address: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found by bench/soak: an S3 outage while a client streamed an answer ended the stream with a
+    ``ServiceUnavailable`` error frame at once (the token read raised), and the SDK took it as the run's end."""
+    s3 = S3Server(tmp_path / "s3")
+    s3.start()
+    try:
+        storage = s3_storage_settings(s3, s3.create_bucket("tokens-down"))
+        model = write_script(tmp_path, [streamed(WORDS, 0.1)])
+        config = make_config(home, temporal_address, storage=storage, model=model)
+        async with running_worker(client, config):
+            api_client = await connect(config)
+            async with serving_api(config, api_client) as url:
+                sdk = get_client(url=url)
+                thread_id = (await sdk.threads.create())["thread_id"]
+                seen: list[Any] = []
+                chunks_arrived = asyncio.Event()
+
+                async def consume() -> None:
+                    async for part in sdk.runs.stream(thread_id, "hartflow", input=user("go"), stream_mode=MODES):
+                        seen.append(part)
+                        if len(chunk_frames(seen)) >= 3:
+                            chunks_arrived.set()
+
+                consumer = asyncio.ensure_future(consume())
+                await asyncio.wait(
+                    {consumer, asyncio.ensure_future(chunks_arrived.wait())}, return_when="FIRST_COMPLETED"
+                )
+                assert chunks_arrived.is_set(), "the answer streamed"
+                with caplog.at_level(logging.WARNING, logger="hartflow.live_tokens"):
+                    async with s3.down():
+                        while not consumer.done() and not any(
+                            "storage unavailable while reading live tokens" in r.getMessage() for r in caplog.records
+                        ):
+                            await asyncio.sleep(0.05)
+                        assert not consumer.done(), "the stream ended while storage was down"
+                await consumer
+    finally:
+        s3.stop()
+    assert not [p for p in seen if p.event == "error"]
+    assert final_values(seen)["messages"][-1]["content"] == "".join(WORDS)

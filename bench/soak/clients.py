@@ -166,7 +166,7 @@ class Clients:
                     async for part in parts:
                         if part.event == "metadata":
                             run_id = part.data["run_id"]
-                        elif part.event != "end" and part.id is not None and not answer_frame(part):
+                        elif part.event not in _UNNUMBERED and part.id is not None and not answer_frame(part):
                             seen.append(part.id)
                 finally:
                     self.streaming[url] -= 1
@@ -209,12 +209,15 @@ class Clients:
         async def join(sdk: Any) -> list[str]:
             parts = sdk.runs.join_stream(thread_id, run_id, stream_mode=MODES, last_event_id="-1")
             return [
-                p.id
-                async for p in parts
-                if p.event not in ("metadata", "end") and p.id is not None and not answer_frame(p)
+                p.id async for p in parts if p.event not in _UNNUMBERED and p.id is not None and not answer_frame(p)
             ]
 
         return await self._retrying(join, self.deployment.apis[0].url)  # type: ignore[no-any-return]
+
+
+_UNNUMBERED = frozenset({"metadata", "end", "error"})
+"""Frames the server sends without an id: the SDK gives them the last id it saw (the SSE rule), which is not theirs.
+An ``error`` frame ends the consumer as it ends the SDK's stream; frames it missed are then reported missing."""
 
 
 def answer_frame(part: Any) -> bool:

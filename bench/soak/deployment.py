@@ -131,10 +131,7 @@ class Deployment:
             home, self.temporal.address, storage=storage,
             api={"allow_model_specs": True, "model_scripts_dir": str(self.directory / "scripts")},
             run={"subagent_enabled": True, "subagents": {"model": self.child_model},
-                 # Live tokens off: resuming a stream from a token frame's id under these faults has an open bug
-                 # (a consumer saw a frame twice and missed the next ones); until it is fixed the soak checks the
-                 # durable frames only. tests/test_live_tokens.py covers tokens across a SIGKILL and a reconnect.
-                 "model_call": {"heartbeat_seconds": HEARTBEAT_SECONDS, "stream_tokens": False},
+                 "model_call": {"heartbeat_seconds": HEARTBEAT_SECONDS},
                  "tool_call": {"heartbeat_seconds": HEARTBEAT_SECONDS},
                  # Memory extraction calls the run's model from a per-user workflow whose call count no run's
                  # script can know: off, so every model call the soak makes is one a script answers.

@@ -173,6 +173,12 @@ class RunFrames:
             frames.append((event, data))
 
 
+def _streams_tokens(event: dict[str, Any]) -> bool:
+    """A ``model_call`` event whose answer streams live tokens (events of runs started before the event said so: the
+    answer may)."""
+    return event.get("kind") == "model_call" and event.get("live_tokens", True) is not False
+
+
 async def _items(
     client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
 ) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
@@ -252,7 +258,7 @@ async def run_frames(
             for index, (event, payload) in enumerate(produced):
                 if (after is None or (offset, index) > after) and not frames.streamed(event, payload):
                     yield Frame(event, payload, f"{offset}-{index}")
-            if "messages-tuple" in frames.modes and topic == PROGRESS_TOPIC and data.get("kind") == "model_call":
+            if "messages-tuple" in frames.modes and topic == PROGRESS_TOPIC and _streams_tokens(data):
                 frames.follow(chain, offset, len(produced), after, poll=follow)
             if frames.outcome is not None:
                 break

@@ -77,7 +77,11 @@ class LiveAnswer:
                 if event is None:
                     return
                 self._show(event)
-                if event.get("kind") == "model_call" and isinstance(event.get("seq"), int):
+                if (
+                    event.get("kind") == "model_call"
+                    and event.get("live_tokens", True)
+                    and isinstance(event.get("seq"), int)
+                ):
                     self._call, self._text, self.shown = LiveCall(self._chain, event["seq"]), "", None
         finally:
             if pending is not None and not pending.done():

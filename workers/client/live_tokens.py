@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from activities.storage import ObjectStore
+from activities.storage import ObjectStore, StorageError
 from vocabulary.live_tokens import batch_position, call_prefix
+
+_log = logging.getLogger("hartflow.live_tokens")
 
 POLL_SECONDS = 0.03
 """How often an open call's folder is listed while nothing else arrives."""
@@ -46,6 +49,8 @@ class LiveCall:
     streamed: bool = False
     """The reader's client holds chunks of this call."""
     attempts: set[int] = field(default_factory=set)
+    storage_away: bool = False
+    """The last read found storage unavailable (said once per outage)."""
 
 
 def _read(store: ObjectStore, call: LiveCall) -> list[dict[str, Any]]:
@@ -74,9 +79,21 @@ def _read(store: ObjectStore, call: LiveCall) -> list[dict[str, Any]]:
 
 
 async def live_pieces(store: ObjectStore, call: LiveCall) -> list[LivePiece]:
-    """The call's pieces since the last read, a void piece where an attempt restarts after text was passed on."""
+    """The call's pieces since the last read, a void piece where an attempt restarts after text was passed on.
+
+    Storage away (a restart, an outage) reads as nothing new: the reader goes on following the run's durable
+    events and picks the tokens up where it left them once storage answers (the final message is durable anyway).
+    Ending the reader instead would end a client's stream for the sake of an extra."""
     pieces: list[LivePiece] = []
-    for batch in await asyncio.to_thread(_read, store, call):
+    try:
+        batches = await asyncio.to_thread(_read, store, call)
+    except StorageError as exc:
+        if not call.storage_away:
+            _log.warning("storage unavailable while reading live tokens, following the run without them: %s", exc)
+        call.storage_away = True
+        return pieces
+    call.storage_away = False
+    for batch in batches:
         attempt, seq, message_id = int(batch["attempt"]), int(batch["seq"]), str(batch["message_id"])
         if call.attempts and attempt > max(call.attempts) and call.streamed:
             pieces.append(LivePiece(attempt, 0, message_id, None))

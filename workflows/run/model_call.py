@@ -56,13 +56,11 @@ class ModelCall:
 
     async def invoke(self, request: ModelRequest) -> AIMessage:
         ctx = self._ctx
-        ctx.emit("model_call", turn=ctx.turn)
-        # The lead's answer streams to API clients while it is generated, beside history (vocabulary/live_tokens.py).
-        live = (
-            None
-            if ctx.is_subagent or not ctx.model_calls.stream_tokens
-            else LiveTokens(chain_prefix(ctx.user_id, ctx.thread_id, ctx.run_id), ctx.events[-1].seq)
-        )
+        # The lead's answer streams to API clients while it is generated, beside history (vocabulary/live_tokens.py);
+        # the event says whether it does, so readers poll storage for tokens only when there will be some.
+        streams = not ctx.is_subagent and ctx.model_calls.stream_tokens
+        ctx.emit("model_call", turn=ctx.turn, live_tokens=streams)
+        live = LiveTokens(chain_prefix(ctx.user_id, ctx.thread_id, ctx.run_id), ctx.events[-1].seq) if streams else None
         # The messages go by reference: only those the previous request did not carry travel in history; so do
         # the system message and tool schemas, in runs started since the patch (older ones send them inline).
         tools = [tool.schema() for tool in request.tools]
