@@ -26,7 +26,7 @@ Per-run memory: none. Settings: ``run.non_interactive`` and ``run.clarification_
 Parts: the request and reply protocol ``vocabulary/human_input.py`` and the tool's schema in ``vocabulary/tools.py``
 and ``vocabulary/tool_args.py``; the pause in ``workflows/run/pause.py``, its ``reply`` update and
 ``clarification_reply`` signal on ``workflows/run/workflow.py``; on the client side ``workers/client/runs.py``
-(``Runs.reply``), the API's ``command.resume`` (``workers/api/starting.py``) and pending interrupt
+(``Runs.reply``), the API's ``command.resume`` (``workers/api/replying.py``) and pending interrupt
 (``workers/api/threads.py``), and ``hartflow reply`` (``workers/cli/runs.py``). Tests:
 ``tests/test_clarification.py``, ``tests/test_clarification_durability.py``, ``tests/test_validators_fuzz.py``.
 """

@@ -23,7 +23,7 @@ from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records, starting
 from workers.api.deps import ApiContext
 from workers.api.outages import riding_out, storage_down
-from workers.api.starting import RunCreate
+from workers.api.run_request import RunCreate
 from workers.api.status import Chain, chain
 from workers.api.stream import RunFrames, run_frames
 from workers.client.runs import Runs

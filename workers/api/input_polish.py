@@ -18,7 +18,7 @@ from pydantic import Field
 from workers.api.deps import Context, User
 from workers.api.limits import ApiBody
 from workers.api.oneshot import ask_model, clean_answer
-from workers.api.starting import model_spec
+from workers.api.run_request import model_spec
 
 router = APIRouter()
 

@@ -24,7 +24,8 @@ from workers.api import multitask, queued, records
 from workers.api.deps import ApiContext, Context, Thread
 from workers.api.ledger import run_status
 from workers.api.outages import riding_out, storage_down, unreachable
-from workers.api.starting import RunCreate, begin, stream_modes
+from workers.api.run_request import RunCreate, stream_modes
+from workers.api.starting import begin
 from workers.api.stream import Frame, RunFrames, resume_point, run_frames
 from workers.client.runs import Runs
 

@@ -1,6 +1,6 @@
 """What both schedule route families share (``crons.py``: LangGraph's, ``scheduled_tasks.py``: DeerFlow's): the
 schedules of the caller (``workers/schedules/book.py``), and the run request a schedule sends, checked as a run
-request is (``starting.py``) before anything is written."""
+request is (``run_request.py``) before anything is written."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from vocabulary.contracts import ThreadRef
 from workers.api.deps import ApiContext, thread_ref
 from workers.api.run_agent import requested_model, run_agent
-from workers.api.starting import RunCreate, message_content, model_spec, run_settings
+from workers.api.run_request import RunCreate, message_content, model_spec, run_settings
 from workers.schedules.book import Book, ScheduleNotFound, ScheduleView
 from workers.schedules.spec import ScheduleProblem
 from workflows.run import message_problem

@@ -33,7 +33,7 @@ routes and streams that serve ``values``, message tuples and interrupts pass the
   the value's keys as a table, so the value is :func:`interrupt_value`: ``question``, ``options`` (the offered
   labels, ``[]`` for a free answer), ``fields`` (a form's field labels; forms only), ``context`` (when the
   question has one) and DeerFlow's whole ``human_input_request`` payload. A client answers with a message or with
-  ``command.resume`` (``workers/api/starting.py``).
+  ``command.resume`` (``workers/api/replying.py``).
 """
 
 from __future__ import annotations

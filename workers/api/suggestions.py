@@ -6,7 +6,7 @@ The app (``bytedance/deer-flow: frontend/src/core/suggestions/api.ts`` reads ``{
 model_name?}`` after each answer and reads ``{suggestions}``, treating any error as none). The prompt and the
 parsing of the answer (a JSON array of strings) are DeerFlow's (``backend/app/gateway/routers/suggestions.py``).
 The thread must be the caller's (404 otherwise, as every thread route). ``model_name`` is checked as a run's is
-(``workers/api/starting.py``, ``model_spec``). Unlike DeerFlow, a model that fails is a 502 with its reason, not an
+(``workers/api/run_request.py``, ``model_spec``). Unlike DeerFlow, a model that fails is a 502 with its reason, not an
 empty list: the app shows nothing either way, and a client can tell.
 """
 
@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from workers.api.deps import Context, Thread
 from workers.api.limits import ApiBody
 from workers.api.oneshot import ask_model, clean_answer
-from workers.api.starting import model_spec
+from workers.api.run_request import model_spec
 from workers.config import HartflowConfig
 
 router = APIRouter()

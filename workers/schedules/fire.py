@@ -21,7 +21,8 @@ from activities.contract import implements
 from vocabulary.contracts import SCHEDULE_FIRE, ScheduleFireInput, ScheduleFireResult, ThreadRef
 from workers.api import status
 from workers.api.deps import ApiContext
-from workers.api.starting import RunCreate, begin
+from workers.api.run_request import RunCreate
+from workers.api.starting import begin
 from workers.config import HartflowConfig
 
 FIRE_METADATA = "hartflow_schedule_fire"
