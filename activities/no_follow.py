@@ -29,6 +29,9 @@ from pathlib import Path
 
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 _DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
+_PRUNED_AGAIN = 10
+"""How often a write makes a folder again that a concurrent delete removed as empty on the write's way, before it
+gives up: each time needs that delete (of the folder's last file) to land between two system calls."""
 
 
 class PathEscapeError(ValueError):
@@ -77,15 +80,26 @@ def opened_dir(base: Path, relative: str = "", *, create: bool = False) -> Itera
     ``FileNotFoundError``/``NotADirectoryError`` when a component is missing or a file."""
     if create:
         Path(base).mkdir(parents=True, exist_ok=True)
-    current = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        for part in split(relative):
-            child = _open_child_dir(current, part, create=create)
+    parts = split(relative)
+    for attempt in range(_PRUNED_AGAIN if create else 1):
+        current = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for part in parts:
+                child = _open_child_dir(current, part, create=create)
+                os.close(current)
+                current = child
+        except FileNotFoundError:
             os.close(current)
-            current = child
-        yield current
-    finally:
-        os.close(current)
+            # A folder made (or found empty) on the way was removed by a concurrent delete pruning the folders it
+            # left empty (``activities/storage/filesystem.py``) before the next one was made in it: walk again.
+            if not create or attempt == _PRUNED_AGAIN - 1:
+                raise
+            continue
+        try:
+            yield current
+        finally:
+            os.close(current)
+        return
 
 
 def _parent_and_name(relative: str) -> tuple[str, str]:
@@ -142,20 +156,34 @@ def write_atomically(
     at ``relative`` itself is replaced, never written through. ``exclusive``: ``FileExistsError`` instead of
     replacing an existing file. Returns the new file's ``lstat``."""
     parent, name = _parent_and_name(relative)
-    with opened_dir(base, parent, create=True) as directory:
-        staging = f".{name}.{uuid.uuid4().hex}{staging_suffix}"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-        with os.fdopen(os.open(staging, flags, mode, dir_fd=directory), "wb") as file:
-            file.write(data)
-        try:
-            if exclusive:
-                os.link(staging, name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
-            else:
-                os.replace(staging, name, src_dir_fd=directory, dst_dir_fd=directory)
-            return os.stat(name, dir_fd=directory, follow_symlinks=False)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(staging, dir_fd=directory)
+    for attempt in range(_PRUNED_AGAIN):
+        with opened_dir(base, parent, create=True) as directory:
+            staging = f".{name}.{uuid.uuid4().hex}{staging_suffix}"
+            try:
+                created = os.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, mode, dir_fd=directory)
+            except FileNotFoundError:
+                # The folder was empty, and a delete of its last file removed it after it was opened (a removed
+                # folder takes no new names): make it again. Once the staging file is in, it is not empty.
+                if attempt == _PRUNED_AGAIN - 1:
+                    raise
+                continue
+            return _publish(directory, staging, name, created, data, exclusive=exclusive)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _publish(directory: int, staging: str, name: str, created: int, data: bytes, *, exclusive: bool) -> os.stat_result:
+    """Write ``data`` to the staging file and rename (``exclusive``: link) it to ``name``."""
+    with os.fdopen(created, "wb") as file:
+        file.write(data)
+    try:
+        if exclusive:
+            os.link(staging, name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
+        else:
+            os.replace(staging, name, src_dir_fd=directory, dst_dir_fd=directory)
+        return os.stat(name, dir_fd=directory, follow_symlinks=False)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staging, dir_fd=directory)
 
 
 def unlink(base: Path, relative: str, *, unless: Callable[[os.stat_result], bool] | None = None) -> bool:

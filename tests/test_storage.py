@@ -167,6 +167,36 @@ def test_racing_committers_one_wins_the_others_get_a_conflict_and_nothing_is_los
     assert store.commit(thread, _state("after"), expected_version=2, run_id="run-late") == 3
 
 
+def test_writes_into_a_folder_a_concurrent_delete_empties_are_never_lost(objects: ObjectStore) -> None:
+    """Found by ``bench.history_size``: a live-token batch written while a later call deleted the last batch of
+    an earlier one failed with ENOENT on the filesystem store (the delete prunes the folders it leaves empty, and
+    removed the one the write had just made). Object storage has no folders: a put never depends on a delete."""
+    folder = f"race/{unique('f')}"
+    rounds = 300
+    start = threading.Barrier(2)
+    failures: list[BaseException] = []
+
+    def churn(name: str) -> None:
+        start.wait()
+        for index in range(rounds):
+            key = f"{folder}/sub/{name}-{index}"
+            try:
+                objects.put(key, b"x")
+                if objects.get(key) != b"x":
+                    failures.append(AssertionError(f"{key} was lost"))
+                objects.delete(key)
+            except Exception as exc:
+                failures.append(exc)
+
+    threads = [threading.Thread(target=churn, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert list(objects.list(folder)) == []
+
+
 def test_a_thread_committed_before_versioned_state_still_loads_and_moves_over(objects: ObjectStore) -> None:
     store, thread = ObjectThreadStore(objects), ThreadRef("default", unique("t"))
     legacy = {"version": 4, "commit": {"run_id": "old", "from_version": 3}, "state": _state("old").model_dump()}
