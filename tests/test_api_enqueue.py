@@ -2,7 +2,8 @@
 and the Temporal dev server: messages sent to a busy thread wait in the thread's queue workflow and run when the
 busy run ends, in the order they came, each once, though the API server that took some of them was killed
 (SIGKILL) before they ran; a queued run reads ``pending`` until it starts; a refused message queues and records
-nothing; ``reject`` still refuses (409); a queued run cancelled before it started never runs."""
+nothing; ``reject`` still refuses (409); a queued run cancelled before it started never runs; a queued run that failed
+reads ``error`` after the next one ran."""
 
 from __future__ import annotations
 
@@ -141,3 +142,20 @@ async def test_a_queued_run_cancelled_before_it_started_never_runs(
     final = await sdk.runs.join(thread_id, kept["run_id"])
     assert humans(final) == ["busy", "kept"]
     assert await sdk.runs.join(thread_id, dropped["run_id"]) == {}
+
+
+async def test_a_queued_run_that_failed_reads_error_after_the_next_one_ran(
+    sdk: LangGraphClient, slow: str, release: Path, tmp_path: Path
+) -> None:
+    """A run the queue started has no API start to write down how its chain ended when a newer chain replaces it;
+    it read ``success`` once the run queued after it started."""
+    thread_id, busy = await busy_thread(sdk, slow)
+    failing = await sdk.runs.create(
+        thread_id, "hartflow", input=user("fails"), context={"model_name": write_script(tmp_path, [])}
+    )
+    after = await sdk.runs.create(thread_id, "hartflow", input=user("after"))
+    release.write_text("go")
+    await sdk.runs.join(thread_id, after["run_id"])
+    assert (await sdk.runs.get(thread_id, failing["run_id"]))["status"] == "error"
+    listed = {run["run_id"]: run["status"] for run in await sdk.runs.list(thread_id)}
+    assert listed == {busy: "success", failing["run_id"]: "error", after["run_id"]: "success"}

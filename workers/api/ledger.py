@@ -20,6 +20,7 @@ from typing import Any
 
 from fastapi import HTTPException
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.storage import ObjectStore, StorageError
 from activities.thread_store import ObjectThreadStore
@@ -143,6 +144,7 @@ class Ledger:
         storage."""
         found = await asyncio.to_thread(records.run_records, self._objects, thread)
         await self._resolve_queued(thread, found, current)
+        await self._settle_replaced(thread, found, current)
         lost = records.unrecorded(found, current.started_by)
         shown = [record for record in found if record.final_status != records.ROLLED_BACK]
         if lost is None:
@@ -156,6 +158,7 @@ class Ledger:
         """The run's LangGraph status: one describe of the thread's workflow, and its siblings' records."""
         current = await self.chain(thread)
         siblings = await asyncio.to_thread(records.run_records, self._objects, thread)
+        await self._settle_replaced(thread, [record], current, siblings)
         return run_status(record, current, siblings)
 
     async def finalize_previous(self, thread: ThreadRef, previous: status.Chain) -> None:
@@ -190,6 +193,35 @@ class Ledger:
                 record.workflow_run_id = started[record.run_id]
                 await self.save_run(thread, record)
 
+    async def _settle_replaced(
+        self,
+        thread: ThreadRef,
+        found: list[records.RunRecord],
+        current: status.Chain,
+        siblings: list[records.RunRecord] | None = None,
+    ) -> None:
+        """Write down, once, how each run in ``found`` ended whose chain a newer one replaced without an API start
+        to do it (``finalize_previous``): the thread's queue started the newer chain, or the CLI did. Only the
+        last run of a chain needs it (a run that a later one of its chain followed ended at a pause)."""
+        siblings = found if siblings is None else siblings
+        for record in found:
+            if (
+                record.final_status is not None
+                or not record.workflow_run_id
+                or record.workflow_run_id == current.first_run_id
+                or status.followed(record, siblings)
+            ):
+                continue
+            try:
+                ended = await status.replaced_chain_status(self._client, record.workflow_id, record.workflow_run_id)
+            except RPCError as exc:
+                if exc.status != RPCStatusCode.NOT_FOUND:
+                    raise
+                continue  # past Temporal's retention: how it ended is no longer known
+            if ended is not None:
+                record.final_status = status.RUN_STATUS[ended]
+                await self.save_run(thread, record)
+
     async def _recover(self, thread: ThreadRef, lost: records.RunRecord) -> records.RunRecord:
         """Write down a run whose record the start's memo kept (``records.py``); a failed write is tried again by
         the next read."""
@@ -204,8 +236,4 @@ class Ledger:
 def run_status(record: records.RunRecord, current: status.Chain, siblings: list[records.RunRecord]) -> str:
     """The LangGraph status of the run ``record``, given the thread's newest chain and the thread's runs (a
     later run that resumed the same chain means this one ended at a pause)."""
-    followed = any(
-        other.workflow_run_id == record.workflow_run_id and other.start_offset > record.start_offset
-        for other in siblings
-    )
-    return status.run_status(record, current, followed)
+    return status.run_status(record, current, status.followed(record, siblings))

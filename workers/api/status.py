@@ -12,7 +12,9 @@ cancelled                          ``interrupted``         ``idle``
 =================================  ======================  ===========================================
 
 An API run is one segment of the workflow (from a start or a resume to the pause or the end): a segment that a
-later one follows ended at a pause, so it succeeded.
+later one follows ended at a pause, so it succeeded. Temporal describes only the newest chain of a thread: how an
+older chain's last run ended is written in its record when a newer chain replaces it (by the API start that
+replaces it, or on the next read when the thread's queue or the CLI did, ``replaced_chain_status``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+    WorkflowHistoryEventFilterType,
+)
 
 from vocabulary.contracts import ThreadRef
 from workers.api.records import RunRecord, from_memo
@@ -84,10 +91,35 @@ async def chain(client: Client, thread: ThreadRef) -> Chain:
     if description.status == WorkflowExecutionStatus.RUNNING:
         paused = attributes.get(sa.STATUS) in ("awaiting_input", "awaiting_approval")
         return Chain(first, "awaiting_input" if paused else "running", started_by, found.workflow_id)
+    return Chain(first, _closed(description), started_by, found.workflow_id)
+
+
+def _closed(description: WorkflowExecutionDescription) -> str:
+    """How a closed workflow run ended, in hartflow's words (a run that recorded an error completes its workflow
+    with the ``HartflowStatus`` attribute ``error``)."""
     if description.status in _CLOSED:
-        return Chain(first, _CLOSED[description.status], started_by, found.workflow_id)
-    closed = attributes.get(sa.STATUS)
-    return Chain(first, "error" if closed == "error" else "completed", started_by, found.workflow_id)
+        return _CLOSED[description.status]
+    closed = description.typed_search_attributes.get(sa.STATUS)
+    return "error" if closed == "error" else "completed"
+
+
+async def replaced_chain_status(client: Client, workflow_id: str, first_run_id: str) -> str | None:
+    """How the chain that started as ``first_run_id`` ended, followed run by run through its continue-as-new
+    hops (Temporal describes one run, and only the newest chain under the id); ``None`` while it runs."""
+    run_id = first_run_id
+    while True:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        description = await handle.describe()
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return None
+        if description.status != WorkflowExecutionStatus.CONTINUED_AS_NEW:
+            return _closed(description)
+        next_run = ""
+        async for event in handle.fetch_history_events(event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT):
+            next_run = event.workflow_execution_continued_as_new_event_attributes.new_execution_run_id
+        if not next_run:
+            return None  # no continue-as-new event to follow: nothing is known
+        run_id = next_run
 
 
 def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
@@ -99,6 +131,14 @@ def run_status(record: RunRecord, current: Chain, followed: bool) -> str:
     if current.first_run_id != record.workflow_run_id or followed:
         return "success"
     return RUN_STATUS.get(current.status, "success")
+
+
+def followed(record: RunRecord, siblings: list[RunRecord]) -> bool:
+    """Whether a later run resumed ``record``'s chain (``record`` then ended at a pause)."""
+    return any(
+        other.workflow_run_id == record.workflow_run_id and other.start_offset > record.start_offset
+        for other in siblings
+    )
 
 
 def pending_request(values: dict[str, Any] | None, request_id: str | None = None) -> dict[str, Any] | None:
