@@ -147,6 +147,18 @@ def test_select_model_defaults_to_the_first_and_copies_its_capabilities(tmp_path
         select_model(config, environ={})
 
 
+def test_an_api_server_checks_a_model_without_the_workers_keys(tmp_path: Path) -> None:
+    """The API server holds no provider key: a ``$VAR`` it does not have is the worker's to resolve, while what it
+    can check (the entry exists, its class builds from its settings) is still refused up front."""
+    config = load_config(deerflow_config(tmp_path), environ={})
+    assert select_model(config, "gpt-4", environ={}, keys_here=False).spec == "gpt-4"
+    with pytest.raises(ModelSelectionError, match=r"^unknown model 'gpt-3'"):
+        select_model(config, "gpt-3", environ={}, keys_here=False)
+    broken = config.models[0].model_copy(update={"use": "langchain_openai:NoSuchChatModel"})
+    with pytest.raises(ModelSelectionError, match=r"^model 'gpt-4': use: "):
+        select_model(config.model_copy(update={"models": [broken]}), environ={}, keys_here=False)
+
+
 def test_api_models_is_deerflows_public_listing(tmp_path: Path) -> None:
     config = load_config(deerflow_config(tmp_path), environ={})
 

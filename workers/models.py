@@ -10,7 +10,7 @@ the run's settings when the run starts, so a replay sees the same chain whatever
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,17 +36,23 @@ class RunModel:
 
 
 def select_model(
-    config: HartflowConfig, requested: str | None = None, *, environ: Mapping[str, str] | None = None
+    config: HartflowConfig,
+    requested: str | None = None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    keys_here: bool = True,
 ) -> RunModel:
     """The model ``requested`` (the CLI's ``--model``, the API's ``model_name``), else ``model``, else the first
-    entry of ``models``; checked the way the worker will build it."""
+    entry of ``models``; checked the way the worker will build it. ``keys_here=False`` (an API server, which
+    holds no provider key): a ``$VAR`` setting is the worker's to resolve, so an unset one is not an error here."""
     name = requested or config.model or (config.models[0].name if config.models else None)
     if not name:
         raise ModelSelectionError("no model configured: pass --model NAME or set 'model' or 'models' in hartflow.yaml")
     entry = next((entry for entry in config.models if entry.name == name), None)
     if entry is not None:
         try:
-            build_model(entry, os.environ if environ is None else environ)
+            known = os.environ if environ is None else environ
+            build_model(entry, known if keys_here else _WorkerKeys(known))
         except ModelConfigError as exc:
             raise ModelSelectionError(str(exc)) from None
         return RunModel(entry.name, _settings_for(entry, config.run))
@@ -62,6 +68,23 @@ def select_model(
     except ValueError as exc:
         raise ModelSelectionError(str(exc)) from None
     return RunModel(spec, config.run)
+
+
+class _WorkerKeys(Mapping[str, str]):
+    """An environment in which every variable is set: the known value, else a stand-in, so building the model
+    checks everything but the keys the worker holds."""
+
+    def __init__(self, known: Mapping[str, str]) -> None:
+        self._known = known
+
+    def __getitem__(self, name: str) -> str:
+        return self._known.get(name) or f"set-on-the-worker-{name}"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._known)
+
+    def __len__(self) -> int:
+        return len(self._known)
 
 
 def check_worker_models(config: HartflowConfig, environ: Mapping[str, str] | None = None) -> None:

@@ -141,7 +141,7 @@ def model_spec(context: ApiContext, requested: Any) -> RunModel:
     elif isinstance(requested, str) and any(entry.name == requested for entry in config.models):
         name = requested
     try:
-        return select_model(config, name)
+        return select_model(config, name, keys_here=False)
     except ModelSelectionError as exc:
         raise HTTPException(422, str(exc)) from None
 
