@@ -159,3 +159,21 @@ async def test_a_queued_run_that_failed_reads_error_after_the_next_one_ran(
     assert (await sdk.runs.get(thread_id, failing["run_id"]))["status"] == "error"
     listed = {run["run_id"]: run["status"] for run in await sdk.runs.list(thread_id)}
     assert listed == {busy: "success", failing["run_id"]: "error", after["run_id"]: "success"}
+
+
+async def test_a_thread_with_queued_messages_is_not_deleted_until_they_ran(
+    sdk: LangGraphClient, slow: str, release: Path
+) -> None:
+    """Deleting a thread whose queue holds a message would let the queue start a run on the deleted thread (and
+    write it again): 409 until the queue has run (the API says so for the active run in front of it, the thread
+    delete itself for a queue between two runs); the thread and its queued run are untouched."""
+    thread_id, _ = await busy_thread(sdk, slow)
+    queued = await sdk.runs.create(thread_id, "hartflow", input=user("queued"))
+    with pytest.raises(ConflictError) as refused:
+        await sdk.threads.delete(thread_id)
+    assert "cancel" in refused.value.response.json()["detail"]
+    release.write_text("go")
+    final = await sdk.runs.join(thread_id, queued["run_id"])
+    assert humans(final) == ["busy", "queued"]
+    await sdk.threads.delete(thread_id)
+    assert thread_id not in [t["thread_id"] for t in await sdk.threads.search(limit=100)]
