@@ -35,6 +35,7 @@ from middlewares.loop_detection import LoopDetectionMiddleware
 from middlewares.mcp_routing import McpRoutingMiddleware
 from middlewares.memory import MemoryMiddleware
 from middlewares.model_length_finish_reason import ModelLengthFinishReasonMiddleware
+from middlewares.read_before_write import ReadBeforeWriteMiddleware
 from middlewares.run_settings import RunSettings
 from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
 from middlewares.sandbox import SandboxMiddleware
@@ -78,6 +79,8 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     if mws.guardrails.enabled and mws.guardrails.provider:
         chain.append(GuardrailMiddleware.from_config(mws.guardrails))
     chain.append(SandboxAuditMiddleware())  # always: DeerFlow has no config gate
+    if mws.read_before_write.enabled:  # on by default; outside ToolApproval: a blocked write bothers no reviewer
+        chain.append(ReadBeforeWriteMiddleware())
     if mws.tool_approval.rules:  # after the policy checks, which see an approved call again: its docstring says why
         chain.append(ToolApprovalMiddleware(mws.tool_approval))
     chain.append(ToolErrorHandlingMiddleware())  # last of the base: innermost, right around the tool

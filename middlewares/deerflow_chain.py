@@ -18,10 +18,6 @@ from middlewares.base import Middleware
 
 MISSING: dict[str, tuple[str, str]] = {
     # DeerFlow name: (the hartflow entry it follows, why hartflow does not run it)
-    "ReadBeforeWriteMiddleware": (
-        "SandboxAudit",
-        "not yet: hashing the current file needs a sandbox read per write_file/str_replace (a new activity)",
-    ),
     "SkillToolPolicyMiddleware": (
         "SkillActivation",
         "not yet: a skill's allowed-tools (read from SKILL.md) is not applied once it is activated",

@@ -159,6 +159,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         breaker.report,
         tools.execute,
         tools.acquire,
+        tools.file_hash,
         tools.release,
         mcp.list_tools,
         mcp.call_tool,
