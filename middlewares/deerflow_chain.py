@@ -18,14 +18,6 @@ from middlewares.base import Middleware
 
 MISSING: dict[str, tuple[str, str]] = {
     # DeerFlow name: (the hartflow entry it follows, why hartflow does not run it)
-    "SkillToolPolicyMiddleware": (
-        "SkillActivation",
-        "not yet: a skill's allowed-tools (read from SKILL.md) is not applied once it is activated",
-    ),
-    "DurableContextMiddleware": (
-        "SkillToolPolicy",
-        "not yet: Summarization projects the summary and SubagentLimit records delegations instead",
-    ),
 }
 _DEERFLOW_NAMES = {"TodoList": "TodoMiddleware", "Summarization": "DeerFlowSummarizationMiddleware"}
 

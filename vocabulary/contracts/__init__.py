@@ -104,9 +104,12 @@ from vocabulary.contracts.sandbox import (
 from vocabulary.contracts.schedules import SCHEDULE_FIRE, ScheduleFireInput, ScheduleFireResult
 from vocabulary.contracts.skills import (
     SKILL_LOAD,
+    SKILL_TOOL_POLICY,
     SkillLoadInput,
     SkillLoadResult,
     SkillLoadStatus,
+    SkillToolPolicyInput,
+    SkillToolPolicyResult,
 )
 from vocabulary.contracts.thread import (
     THREAD_COMMIT,
@@ -170,6 +173,7 @@ __all__ = [
     "SANDBOX_RUN_STATES",
     "SCHEDULE_FIRE",
     "SKILL_LOAD",
+    "SKILL_TOOL_POLICY",
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
     "THREAD_LOAD",
@@ -237,6 +241,8 @@ __all__ = [
     "SkillLoadInput",
     "SkillLoadResult",
     "SkillLoadStatus",
+    "SkillToolPolicyInput",
+    "SkillToolPolicyResult",
     "ThreadCommitInput",
     "ThreadCommitResult",
     "ThreadDirsInput",
