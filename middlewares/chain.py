@@ -57,6 +57,7 @@ from middlewares.token_usage import TokenUsageMiddleware
 from middlewares.tool_approval import ToolApprovalMiddleware
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from middlewares.tool_progress import ToolProgressMiddleware
 from middlewares.tool_result_sanitization import ToolResultSanitizationMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
@@ -84,6 +85,8 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     chain.append(SandboxAuditMiddleware())  # always: DeerFlow has no config gate
     if mws.read_before_write.enabled:  # on by default; outside ToolApproval: a blocked write bothers no reviewer
         chain.append(ReadBeforeWriteMiddleware())
+    if mws.tool_progress.enabled:  # off by default; outside ToolErrorHandling, whose verdicts it reads
+        chain.append(ToolProgressMiddleware(mws.tool_progress))
     if mws.tool_approval.rules:  # after the policy checks, which see an approved call again: its docstring says why
         chain.append(ToolApprovalMiddleware(mws.tool_approval))
     skills = mws.summarization  # DeerFlow reads the skills root and the read tools from the same settings

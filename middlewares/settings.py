@@ -23,6 +23,7 @@ from middlewares.token_budget import TokenBudgetConfig
 from middlewares.token_usage import TokenUsageConfig
 from middlewares.tool_approval import ToolApprovalConfig
 from middlewares.tool_output_budget import ToolOutputConfig
+from middlewares.tool_progress import ToolProgressConfig
 from middlewares.uploads import UploadsConfig
 
 
@@ -45,6 +46,7 @@ class MiddlewareSettings(BaseModel):
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     safety_finish_reason: SafetyFinishReasonConfig = Field(default_factory=SafetyFinishReasonConfig)
     read_before_write: ReadBeforeWriteConfig = Field(default_factory=ReadBeforeWriteConfig)
+    tool_progress: ToolProgressConfig = Field(default_factory=ToolProgressConfig)
     tool_approval: ToolApprovalConfig = Field(default_factory=ToolApprovalConfig)
     token_budget: TokenBudgetConfig = Field(default_factory=TokenBudgetConfig)
     subagent_token_budget: TokenBudgetConfig | None = Field(
