@@ -9,6 +9,7 @@ else raises so the activity retry policy (and then ToolErrorHandling) sees it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,8 +37,11 @@ from activities.thread_files import ThreadFiles, WorkingCopy
 from activities.tracing import record_tool_output, tool_span
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,
+    SANDBOX_FILE_HASH,
     SANDBOX_RELEASE,
     TOOL_EXECUTE,
+    FileHashInput,
+    FileHashResult,
     SandboxAcquireInput,
     SandboxAcquireResult,
     SandboxReleaseInput,
@@ -250,6 +254,10 @@ def bind_tool_call(tool_call: dict[str, Any]) -> Callable[[Sandbox], str]:
         ) from None
 
 
+def _sha256(sandbox: Sandbox, path: str) -> str:
+    return hashlib.sha256(sandbox.read_file(path).encode("utf-8")).hexdigest()
+
+
 # -- activities ------------------------------------------------------------------------------------------
 
 
@@ -296,6 +304,14 @@ class ToolActivities:
                 CURRENT_TOOL_ATTEMPT.reset(attempt)
             record_tool_output(span, output, exit_code(output.content) if name == "bash" else None)
             return output
+
+    @implements(SANDBOX_FILE_HASH)
+    async def file_hash(self, input: FileHashInput) -> FileHashResult:
+        """The sha256 of ``input.path``'s whole current text, read as ``read_file`` reads it (ReadBeforeWrite's
+        version check and read mark); ``None`` when it cannot be read. Only the hash enters the history."""
+        call = ToolCallInput(input.thread, {"name": "read_file"}, sandbox_id=input.sandbox_id, run_key=input.run_key)
+        output = await self._in_thread(lambda: self._execute(call, lambda sandbox: _sha256(sandbox, input.path)))
+        return FileHashResult(output.content if output.status == "success" else None, sandbox_id=output.sandbox_id)
 
     @implements(SANDBOX_ACQUIRE)
     async def acquire(self, input: SandboxAcquireInput) -> SandboxAcquireResult:

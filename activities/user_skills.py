@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import posixpath
 import re
 import stat
 import zipfile
@@ -35,7 +36,14 @@ from temporalio import activity
 from activities.contract import implements
 from activities.skills import SKILL_FILE, Skill, SkillsSettings, load_skills, read_skill, skill_metadata
 from activities.storage import ObjectExistsError, ObjectStore
-from vocabulary.contracts import SKILL_LOAD, SkillLoadInput, SkillLoadResult
+from vocabulary.contracts import (
+    SKILL_LOAD,
+    SKILL_TOOL_POLICY,
+    SkillLoadInput,
+    SkillLoadResult,
+    SkillToolPolicyInput,
+    SkillToolPolicyResult,
+)
 from vocabulary.paths import validate_user_id
 
 MAX_ARCHIVE_BYTES = 8 * 1024 * 1024
@@ -287,3 +295,32 @@ class SkillActivities:
             content=content,
             sha256=hashlib.sha256(content.encode("utf-8")).hexdigest(),
         )
+
+    @implements(SKILL_TOOL_POLICY)
+    def tool_policy(self, input: SkillToolPolicyInput) -> SkillToolPolicyResult:
+        """The tools the active skills allow (DeerFlow's ``SkillToolPolicyMiddleware._allowed_names_for_paths``
+        before its framework tools): each path resolves to an enabled skill available to this agent, once per
+        name; none resolving, or a catalog that cannot be read, fails closed."""
+        try:
+            skills = catalog(self._root, self._settings.disabled, self._store, input.user_id)
+        except (OSError, ValueError) as exc:
+            activity.logger.warning("skills could not be read for the allowed-tools policy: %s", exc)
+            return SkillToolPolicyResult(failed=True)
+        registry = {posixpath.normpath(s.container_file(self._settings.container_path)): s for s in skills}
+        active: dict[str, Skill] = {}
+        for path in input.paths:
+            skill = registry.get(posixpath.normpath(path))
+            if (
+                skill is None
+                or not skill.enabled
+                or (input.available is not None and skill.name not in input.available)
+            ):
+                activity.logger.warning("active skill %s is unknown, disabled or not available: no tools from it", path)
+                continue
+            active.setdefault(skill.name, skill)
+        if not active:
+            return SkillToolPolicyResult(failed=True)
+        declared = [skill.allowed_tools for skill in active.values() if skill.allowed_tools is not None]
+        if not declared:
+            return SkillToolPolicyResult(None)
+        return SkillToolPolicyResult(sorted({name for tools in declared for name in tools}))

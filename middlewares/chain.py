@@ -10,9 +10,10 @@ backend/packages/harness/deerflow/agents/lead_agent/agent.py`` (``build_middlewa
 * :func:`lead_tail` — the lead-only segment (``build_middlewares``, the seed's second table), ending with
   Clarification, which must stay last so it intercepts ``ask_clarification`` innermost;
 * :func:`build_subagent_chain` — a subagent's chain (``build_subagent_runtime_middlewares``): the base without
-  Uploads, then SkillActivation, ViewImage, DeferredToolFilter, LoopDetection, TokenBudget (on by default),
-  extensions, SafetyFinishReason, Summarization, SubagentDateContext, SystemMessageCoalescing — no DynamicContext,
-  TokenUsage, Title, Memory, TodoList, SubagentLimit, TerminalResponse, ModelLengthFinishReason or Clarification.
+  Uploads, then SkillActivation, SkillToolPolicy, ViewImage, DeferredToolFilter, LoopDetection, TokenBudget (on by
+  default), extensions, SafetyFinishReason, DurableContext, Summarization, SubagentDateContext,
+  SystemMessageCoalescing — no DynamicContext, TokenUsage, Title, Memory, TodoList, SubagentLimit,
+  TerminalResponse, ModelLengthFinishReason or Clarification.
 
 Conditional middlewares (the seed's ``?``) are included exactly when their condition holds, written inline
 here as in DeerFlow's ``build_middlewares`` so the conditions read in one place. The chain of a run is
@@ -27,6 +28,7 @@ from middlewares.base import Middleware
 from middlewares.clarification import ClarificationMiddleware
 from middlewares.dangling_tool_call import DanglingToolCallMiddleware
 from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware
+from middlewares.durable_context import DurableContextMiddleware
 from middlewares.dynamic_context import DynamicContextMiddleware
 from middlewares.guardrail import GuardrailMiddleware
 from middlewares.input_sanitization import InputSanitizationMiddleware
@@ -35,11 +37,13 @@ from middlewares.loop_detection import LoopDetectionMiddleware
 from middlewares.mcp_routing import McpRoutingMiddleware
 from middlewares.memory import MemoryMiddleware
 from middlewares.model_length_finish_reason import ModelLengthFinishReasonMiddleware
+from middlewares.read_before_write import ReadBeforeWriteMiddleware
 from middlewares.run_settings import RunSettings
 from middlewares.safety_finish_reason import SafetyFinishReasonMiddleware
 from middlewares.sandbox import SandboxMiddleware
 from middlewares.sandbox_audit import SandboxAuditMiddleware
 from middlewares.skill_activation import SkillActivationMiddleware
+from middlewares.skill_tool_policy import SkillToolPolicyMiddleware
 from middlewares.subagent_date_context import SubagentDateContextMiddleware
 from middlewares.subagent_limit import SubagentLimitMiddleware
 from middlewares.summarization import SummarizationMiddleware
@@ -53,6 +57,7 @@ from middlewares.token_usage import TokenUsageMiddleware
 from middlewares.tool_approval import ToolApprovalMiddleware
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware
+from middlewares.tool_progress import ToolProgressMiddleware
 from middlewares.tool_result_sanitization import ToolResultSanitizationMiddleware
 from middlewares.uploads import UploadsMiddleware
 from middlewares.view_image import ViewImageMiddleware
@@ -78,9 +83,18 @@ def runtime_base(settings: RunSettings, *, include_uploads: bool, owns_sandbox: 
     if mws.guardrails.enabled and mws.guardrails.provider:
         chain.append(GuardrailMiddleware.from_config(mws.guardrails))
     chain.append(SandboxAuditMiddleware())  # always: DeerFlow has no config gate
+    if mws.read_before_write.enabled:  # on by default; outside ToolApproval: a blocked write bothers no reviewer
+        chain.append(ReadBeforeWriteMiddleware())
+    if mws.tool_progress.enabled:  # off by default; outside ToolErrorHandling, whose verdicts it reads
+        chain.append(ToolProgressMiddleware(mws.tool_progress))
     if mws.tool_approval.rules:  # after the policy checks, which see an approved call again: its docstring says why
         chain.append(ToolApprovalMiddleware(mws.tool_approval))
-    chain.append(ToolErrorHandlingMiddleware())  # last of the base: innermost, right around the tool
+    skills = mws.summarization  # DeerFlow reads the skills root and the read tools from the same settings
+    chain.append(  # last of the base: innermost, right around the tool
+        ToolErrorHandlingMiddleware(
+            skills_root=skills.skills_container_path, skill_read_tool_names=skills.skill_file_read_tool_names
+        )
+    )
     return chain
 
 
@@ -91,7 +105,8 @@ def lead_tail(settings: RunSettings, *, mcp_tools: Sequence[ToolSpec] = ()) -> l
     mws = settings.middlewares
     chain: list[Middleware] = [
         DynamicContextMiddleware(mws.dynamic_context),  # always: the system prompt stays static
-        SkillActivationMiddleware(mws.skill_activation),  # always
+        *_skills(settings),  # SkillActivation, SkillToolPolicy: always
+        _durable_context(settings),  # always
     ]
     if mws.summarization.enabled:
         chain.append(SummarizationMiddleware(mws.summarization))
@@ -133,12 +148,24 @@ def _deferred_tools(settings: RunSettings, mcp_tools: Sequence[ToolSpec]) -> lis
     return [McpRoutingMiddleware(deferred_mcp, deferred.catalog.hash, search.auto_promote_top_k), deferred]
 
 
+def _skills(settings: RunSettings) -> list[Middleware]:
+    """SkillActivation and right after it SkillToolPolicy, which applies the activated skill's allowed-tools."""
+    activation = SkillActivationMiddleware(settings.middlewares.skill_activation)
+    available = settings.middlewares.skill_activation.available_skills
+    return [activation, SkillToolPolicyMiddleware(activation, available=available)]
+
+
+def _durable_context(settings: RunSettings) -> Middleware:
+    skills = settings.middlewares.summarization  # DeerFlow reads the skills root and the read tools from these too
+    return DurableContextMiddleware(
+        skills_root=skills.skills_container_path, skill_read_tool_names=skills.skill_file_read_tool_names
+    )
+
+
 def subagent_tail(settings: RunSettings) -> list[Middleware]:
-    """A subagent's segment after the base, in the order of DeerFlow's ``build_subagent_runtime_middlewares``.
-    DeerFlow's SkillToolPolicy and DurableContext have no hartflow counterpart yet (README, "The middleware
-    chain")."""
+    """A subagent's segment after the base, in the order of DeerFlow's ``build_subagent_runtime_middlewares``."""
     mws = settings.middlewares
-    chain: list[Middleware] = [SkillActivationMiddleware(mws.skill_activation)]
+    chain: list[Middleware] = _skills(settings)
     if settings.model_capabilities.vision:
         chain.append(ViewImageMiddleware())
     if mws.tool_search.enabled and mws.tool_search.deferred:
@@ -151,6 +178,7 @@ def subagent_tail(settings: RunSettings) -> list[Middleware]:
     chain.extend(load_extension(spec)() for spec in settings.extensions)
     if mws.safety_finish_reason.enabled:
         chain.append(SafetyFinishReasonMiddleware.from_config(mws.safety_finish_reason))
+    chain.append(_durable_context(settings))
     if mws.summarization.enabled:
         chain.append(SummarizationMiddleware(mws.summarization))
     chain.append(SubagentDateContextMiddleware(mws.dynamic_context))

@@ -2,11 +2,11 @@
 entry (``hartflow status``). DeerFlow's order is ``_build_runtime_middlewares`` and ``build_middlewares``
 (``bytedance/deer-flow: backend/packages/harness/deerflow/agents/middlewares/tool_error_handling_middleware.py``,
 ``backend/packages/harness/deerflow/agents/lead_agent/agent.py``); ``middlewares/chain.py`` builds hartflow's in that
-order, so DeerFlow's is hartflow's with the entries hartflow lacks put back where DeerFlow has them.
+order with every entry DeerFlow builds for the same settings, so DeerFlow's is hartflow's, renamed.
 
-Entries DeerFlow builds only under a setting hartflow does not have (ToolProgress, ``tool_progress.enabled``,
-off by default; the authorization guardrail, ``authorization.enabled``, off by default; programmatic
-``custom_middlewares``) are left out, as DeerFlow leaves them out by default.
+Entries DeerFlow builds only under a setting hartflow does not have (the authorization guardrail,
+``authorization.enabled``, off by default; programmatic ``custom_middlewares``) are left out, as DeerFlow leaves
+them out by default. hartflow's own ToolApproval has no DeerFlow counterpart: its entry says so.
 """
 
 from __future__ import annotations
@@ -16,43 +16,23 @@ from typing import Any
 import middlewares.chain  # noqa: F401  (imports every built-in middleware, so they are all subclasses below)
 from middlewares.base import Middleware
 
-MISSING: dict[str, tuple[str, str]] = {
-    # DeerFlow name: (the hartflow entry it follows, why hartflow does not run it)
-    "ReadBeforeWriteMiddleware": (
-        "SandboxAudit",
-        "not yet: hashing the current file needs a sandbox read per write_file/str_replace (a new activity)",
-    ),
-    "SkillToolPolicyMiddleware": (
-        "SkillActivation",
-        "not yet: a skill's allowed-tools (read from SKILL.md) is not applied once it is activated",
-    ),
-    "DurableContextMiddleware": (
-        "SkillToolPolicy",
-        "not yet: Summarization projects the summary and SubagentLimit records delegations instead",
-    ),
-}
+HARTFLOW_ONLY = {"ToolApproval": "hartflow's own: a person approves gated tool calls (no DeerFlow counterpart)"}
 _DEERFLOW_NAMES = {"TodoList": "TodoMiddleware", "Summarization": "DeerFlowSummarizationMiddleware"}
 
 
 def deerflow_chain(chain: list[str]) -> list[dict[str, Any]]:
     """DeerFlow's chain for a lead run whose hartflow chain is ``chain`` (outermost first): one entry per
-    middleware, ``{"deerflow": name, "hartflow": name or None, "note": why not, when hartflow lacks it}``.
+    middleware, ``{"deerflow": name or None, "hartflow": name, "note": why, when DeerFlow has no such entry}``.
     A name that is not one of hartflow's own middlewares is an extension, named the same in both."""
     builtin = _builtin_names()
     entries: list[dict[str, Any]] = []
     for name in chain:
+        if name in HARTFLOW_ONLY:
+            entries.append({"deerflow": None, "hartflow": name, "note": HARTFLOW_ONLY[name]})
+            continue
         deerflow = _DEERFLOW_NAMES.get(name, f"{name}Middleware") if name in builtin else name
         entries.append({"deerflow": deerflow, "hartflow": name, "note": None})
-        entries.extend(_missing_after(name))
     return entries
-
-
-def _missing_after(name: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = []
-    for deerflow, (after, note) in MISSING.items():
-        if after == name or (found and after == found[-1]["deerflow"].removesuffix("Middleware")):
-            found.append({"deerflow": deerflow, "hartflow": None, "note": note})
-    return found
 
 
 def _builtin_names() -> set[str]:

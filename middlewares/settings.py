@@ -12,6 +12,7 @@ from middlewares.guardrail import GuardrailsConfig
 from middlewares.llm_error_handling import LLMErrorHandlingConfig
 from middlewares.loop_detection import LoopDetectionConfig
 from middlewares.memory import MemoryConfig
+from middlewares.read_before_write import ReadBeforeWriteConfig
 from middlewares.safety_finish_reason import SafetyFinishReasonConfig
 from middlewares.sandbox import SandboxConfig
 from middlewares.skill_activation import SkillActivationConfig
@@ -22,6 +23,7 @@ from middlewares.token_budget import TokenBudgetConfig
 from middlewares.token_usage import TokenUsageConfig
 from middlewares.tool_approval import ToolApprovalConfig
 from middlewares.tool_output_budget import ToolOutputConfig
+from middlewares.tool_progress import ToolProgressConfig
 from middlewares.uploads import UploadsConfig
 
 
@@ -43,6 +45,8 @@ class MiddlewareSettings(BaseModel):
     tool_search: ToolSearchConfig = Field(default_factory=ToolSearchConfig)
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     safety_finish_reason: SafetyFinishReasonConfig = Field(default_factory=SafetyFinishReasonConfig)
+    read_before_write: ReadBeforeWriteConfig = Field(default_factory=ReadBeforeWriteConfig)
+    tool_progress: ToolProgressConfig = Field(default_factory=ToolProgressConfig)
     tool_approval: ToolApprovalConfig = Field(default_factory=ToolApprovalConfig)
     token_budget: TokenBudgetConfig = Field(default_factory=TokenBudgetConfig)
     subagent_token_budget: TokenBudgetConfig | None = Field(

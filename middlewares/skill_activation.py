@@ -14,7 +14,8 @@ The envelope is request-only, so the tool loop's next model call would activate 
 remembered for the run (DeerFlow's run-context key) and later calls skip it once the activation call has been
 answered; a call before that (a retry of the activation call) gets the remembered envelope again.
 
-Writes: request overlay; per-run memory (the activation); reads the skills directory through an activity.
+Writes: request overlay; per-run memory (the activation, which SkillToolPolicy reads: ``active_skill_path``); reads
+the skills directory through an activity.
 
 Parts: the contract ``vocabulary/contracts/skills.py`` (``SKILL_LOAD``) and its activity
 ``activities/user_skills.py`` (the skills folder: ``activities/skills.py``); ``hartflow skills``
@@ -133,6 +134,11 @@ class SkillActivationMiddleware(Middleware):
         self.config = config or SkillActivationConfig()
         self._activated: tuple[str, Activation] | None = None
         """(run key, activation) of this run's slash command."""
+
+    @property
+    def active_skill_path(self) -> str | None:
+        """The SKILL.md path of this run's slash activation (SkillToolPolicy applies its ``allowed-tools``)."""
+        return self._activated[1].path if self._activated is not None else None
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
         messages = list(request.messages)

@@ -13,15 +13,14 @@ Hooks
   calls are dropped (other tool calls kept, the provider's raw copy synced, ``finish_reason`` ``tool_calls`` →
   ``stop`` when no call is left). When the run's total is used up, ``ctx.stop_reason`` becomes
   ``subagent_limit_capped`` and the content gets DeerFlow's ``[SUBAGENT LIMIT REACHED]`` notice.
-  Then it records the ledger (DeerFlow's DurableContext delegation capture, which runs right after SubagentLimit
-  in the reverse ``after_model`` order; hartflow has no DurableContext, so this hook does it): this run's task
-  calls as ``in_progress`` entries and their results with the status the result carries. Counting happens
-  before recording, so the current response's calls are never counted as "prior".
+  The ledger (``delegations``) is DurableContext's: it records the calls this hook leaves, right after it (the
+  reverse ``after_model`` order), so the current response's calls are never counted as "prior".
 
-Writes: thread state (the replaced AIMessage, same id; ``delegations``), the run's stop reason and a
+Writes: thread state (the replaced AIMessage, same id), the run's stop reason and a
 ``subagent_limit`` progress event (the dropped call ids).
 
-Parts: the ``task`` tool, the ledger capture and the subagent status contract in ``vocabulary/delegation.py``; the
+Parts: the ``task`` tool and the subagent status contract in ``vocabulary/delegation.py``; the ledger
+(``middlewares/durable_context.py``); the
 child workflow that runs a ``task`` call in ``workflows/run/delegate.py`` (``Delegation``) and
 ``workflows/run/delegation.py``, the subagent run itself in ``workflows/run/subagent.py`` and
 ``workflows/run/profile.py``. Helpers: ``middlewares/_tool_calls.py``. Tests: ``tests/test_subagent_limit.py``,
@@ -36,7 +35,7 @@ from middlewares._logging import hook_logger
 from middlewares._tool_calls import append_text, clone_with_tool_calls
 from middlewares.base import Middleware
 from middlewares.context import RunContext
-from vocabulary.delegation import TASK_TOOL, TASK_TOOL_NAME, SubagentsSettings, capture_delegations
+from vocabulary.delegation import TASK_TOOL, TASK_TOOL_NAME, SubagentsSettings
 from vocabulary.state import StateUpdate, ThreadState
 from vocabulary.tools import ToolSpec
 
@@ -76,17 +75,8 @@ class SubagentLimitMiddleware(Middleware):
         return [TASK_TOOL]
 
     async def after_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
-        update: StateUpdate = {}
         truncated = self._truncate(state, ctx)
-        if truncated is not None:
-            update["messages"] = [truncated]
-            messages = [*state.messages[:-1], truncated]
-        else:
-            messages = list(state.messages)
-        ledger = capture_delegations(messages, state.delegations, run_id=ctx.run_id, now=ctx.now().isoformat())
-        if ledger:
-            update["delegations"] = ledger
-        return update or None
+        return {"messages": [truncated]} if truncated is not None else None
 
     def _truncate(self, state: ThreadState, ctx: RunContext) -> AIMessage | None:
         last = state.messages[-1] if state.messages else None

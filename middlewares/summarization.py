@@ -1,7 +1,7 @@
 """Summarization: compact old history into ``summary_text`` when the conversation grows too long
 (DeerFlow's ``DeerFlowSummarizationMiddleware`` over langchain's ``SummarizationMiddleware``).
 
-Hooks
+Hook
 * ``before_model`` — counts the history (plus the existing summary, as a ``name="summary"`` message) with
   langchain's ``count_tokens_approximately`` and checks the triggers (``messages`` / ``tokens`` /
   ``fraction`` of ``run.model_capabilities.max_input_tokens``; a list means any). When one fires, the cutoff
@@ -12,9 +12,9 @@ Hooks
   ``model``, then the run's model as a fallback). Result in **thread state**:
   ``{"messages": [RemoveMessage(REMOVE_ALL_MESSAGES), *preserved], "summary_text": summary}``. A failed or
   blank summary leaves the history untouched for this turn.
-* ``wrap_model_call`` — **request overlay**: DeerFlow's DurableContext projects ``summary_text`` into every
-  request; hartflow has no DurableContext, so this hook puts the summary in front of the history as the
-  ``name="summary"`` HumanMessage langchain used to keep in state.
+
+``summary_text`` reaches the model through DurableContext (``middlewares/durable_context.py``), which projects it
+into every request as DeerFlow does; this middleware only writes it.
 
 Everything but the summary call is pure and deterministic, so it runs in the workflow: the compaction plan is in
 ``middlewares/_compaction.py``, the summary prompt in ``middlewares/_summary_prompt.py``.
@@ -27,27 +27,23 @@ Parts: the config ``middlewares/_summarization_config.py``, the plan ``middlewar
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import RemoveMessage
 from temporalio.exceptions import ActivityError
 
 from middlewares._compaction import plan_compaction
 from middlewares._logging import hook_logger
-from middlewares._messages import SUMMARY_MESSAGE_NAME
 from middlewares._model_call import call_model
 
 # The config types live apart, for the plan and the prompt to read; callers import them from the middleware.
 from middlewares._summarization_config import ContextSize as ContextSize
 from middlewares._summarization_config import SummarizationConfig as SummarizationConfig
 from middlewares._summary_prompt import CANNED_SUMMARIES, summary_prompt
-from middlewares.base import Middleware, ModelHandler, ModelRequest
+from middlewares.base import Middleware
 from middlewares.context import RunContext, best_effort
 from vocabulary.messages import REMOVE_ALL_MESSAGES, message_text
 from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
-
-SUMMARY_PROJECTION_PREFIX = "Here is a summary of the conversation to date:\n\n"
-SUMMARY_PROJECTION_ID = "conversation-summary"
 
 
 # -- the middleware --------------------------------------------------------------------------------------
@@ -73,20 +69,6 @@ class SummarizationMiddleware(Middleware):
             return None
         ctx.emit("summarized", summarized=len(plan.to_summarize), kept=len(plan.preserved))
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *plan.preserved], "summary_text": summary}
-
-    async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
-        summary = request.state.summary_text
-        if not summary:
-            return await handler(request)
-        messages = list(request.messages)
-        at = next((i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)), len(messages))
-        projection = HumanMessage(
-            SUMMARY_PROJECTION_PREFIX + summary,
-            name=SUMMARY_MESSAGE_NAME,
-            id=SUMMARY_PROJECTION_ID,
-            additional_kwargs={"hide_from_ui": True},
-        )
-        return await handler(request.override(messages=[*messages[:at], projection, *messages[at:]]))
 
     async def _summarize(self, prompt: str, count: int, ctx: RunContext) -> str | None:
         """The first non-blank summary of the candidate models, or ``None`` when every candidate failed."""

@@ -2,11 +2,11 @@
 ``HumanInTheLoopMiddleware``, with durable waits and an audit).
 
 In the chain only when ``middlewares.tool_approval.rules`` (or the run's own rules) name a tool. Its place is in the
-runtime base right after Guardrail and SandboxAudit and right before ToolErrorHandling:
+runtime base right after Guardrail, SandboxAudit and ReadBeforeWrite and right before ToolErrorHandling:
 
-* after Guardrail and SandboxAudit, so a call that policy blocks anyway never bothers a person, and an approved or
-  edited call, which the run sends through the whole chain again, is checked by both once more: an edit cannot
-  slip a blocked command past them;
+* after Guardrail, SandboxAudit and ReadBeforeWrite, so a call that policy blocks anyway never bothers a person,
+  and an approved or edited call, which the run sends through the whole chain again, is checked by them once more:
+  an edit cannot slip a blocked command past them;
 * before ToolErrorHandling, which stays innermost around the tool: a tool failure after approval is still an error
   result, and a rejection is the reviewer's answer, not a tool failure to stamp;
 * in the base, so subagents' calls are gated as the lead's are (asked on the lead run:

@@ -13,7 +13,10 @@ Hook
     turned into a result: a cancelled run must stop and compensate.
   - success — stamps ``deerflow_tool_meta`` with the keyword rules (``middlewares/_tool_meta.py``), keeping
     a stamp the tool made itself; in a Command (the clarification pause among them) only the ToolMessage
-    answering this call is stamped and the interrupt passes through untouched.
+    answering this call is stamped and the interrupt passes through untouched. A successful read (one of the
+    summarization config's ``skill_file_read_tool_names``) of a ``SKILL.md`` under ``skills_container_path``
+    also gets DeerFlow's ``skill_context_entry`` stamp, which DurableContext turns into ``skill_context``
+    (``middlewares/_skill_context.py``).
 
 Writes: the tool result (thread state, through the run); a log line per failure.
 
@@ -24,10 +27,13 @@ Parts: the subagent status contract in ``vocabulary/delegation.py`` (a failed ``
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from langchain_core.messages import ToolMessage
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 from middlewares._logging import hook_logger
+from middlewares._skill_context import stamp_skill_read
 from middlewares._tool_meta import normalize_tool_result, stamp_exception_meta
 from middlewares.base import Middleware, ToolCallRequest, ToolHandler, ToolResult
 from vocabulary.delegation import TASK_TOOL_NAME, format_subagent_result_message, make_subagent_additional_kwargs
@@ -40,6 +46,15 @@ RECOVERY_HINT = "Continue with available context, or choose an alternative tool.
 
 
 class ToolErrorHandlingMiddleware(Middleware):
+    def __init__(
+        self,
+        *,
+        skills_root: str = "/mnt/skills",
+        skill_read_tool_names: Collection[str] = ("read_file", "read", "view", "cat"),
+    ) -> None:
+        self._skills_root = skills_root
+        self._skill_read_tool_names = frozenset(skill_read_tool_names)
+
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         try:
             result = await handler(request)
@@ -49,6 +64,8 @@ class ToolErrorHandlingMiddleware(Middleware):
             message = error_message(request, exc)
             logger.warning("Tool execution failed: name=%s id=%s: %s", request.name, request.call_id, message.content)
             return message
+        if isinstance(result, ToolMessage) and request.name in self._skill_read_tool_names:
+            result = stamp_skill_read(result, request.tool_call, skills_root=self._skills_root)
         return normalize_tool_result(result, tool_call_id=request.call_id)
 
 

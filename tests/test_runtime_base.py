@@ -26,6 +26,7 @@ BASE = [
     "LLMErrorHandling",
     "Guardrail",
     "SandboxAudit",
+    "ReadBeforeWrite",
     "ToolErrorHandling",
 ]
 GUARDRAILS = {"enabled": True, "provider": {"use": "deerflow.guardrails.builtin:AllowlistProvider"}}

@@ -15,6 +15,7 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 from middlewares.base import ToolCallRequest
 from middlewares.chain import build_lead_chain, build_subagent_chain, describe
+from middlewares.durable_context import DurableContextMiddleware
 from middlewares.guardrail import GuardrailMiddleware, GuardrailProviderConfig
 from middlewares.run_settings import RunSettings
 from middlewares.subagent_limit import (
@@ -26,7 +27,7 @@ from middlewares.subagent_limit import (
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
 from tests.support import StubRunContext
 from vocabulary.delegation import SubagentsSettings, format_subagent_result_message, make_subagent_additional_kwargs
-from vocabulary.state import ThreadState
+from vocabulary.state import ThreadState, apply_update
 from workflows.run.delegation import child_workflow_id, finished_child_message, interrupted_child_message
 
 RUN = "run-1"  # StubRunContext's run id
@@ -107,7 +108,7 @@ async def test_no_update_without_an_ai_message_or_tool_calls() -> None:
 
 async def test_calls_within_the_limit_pass_unchanged() -> None:
     update, ctx = await after_model(SubagentLimitMiddleware(), ai(task("t1"), task("t2"), task("t3")))
-    assert update is not None and "messages" not in update  # only the ledger
+    assert update is None  # the ledger is DurableContext's
     assert ctx.stop_reason is None
 
 
@@ -165,7 +166,7 @@ async def test_total_cap_allows_only_what_is_left_of_the_run_total() -> None:
 async def test_total_cap_counts_only_this_runs_ledger_entries() -> None:
     others = ledger("x1", "x2", "x3", "x4", "x5", "x6", run_id="another-run")
     update, ctx = await after_model(SubagentLimitMiddleware(), ai(task("n1"), task("n2")), delegations=others)
-    assert update is not None and "messages" not in update
+    assert update is None
     assert ctx.stop_reason is None
 
 
@@ -209,12 +210,21 @@ async def test_exhausted_total_keeps_other_tools_and_list_content() -> None:
     assert ctx.stop_reason == "subagent_limit_capped"
 
 
-# -- the ledger it records ---------------------------------------------------------------------------------
+# -- the ledger DurableContext records after it ------------------------------------------------------------
+
+
+async def ledger_after(*messages: Any) -> dict[str, Any] | None:
+    """SubagentLimit's after_model, then DurableContext's (earlier in the chain: after it in reverse order)."""
+    ctx = StubRunContext()
+    state = ThreadState(messages=[HumanMessage("go", id="h"), *messages])
+    limited = await SubagentLimitMiddleware().after_model(state, ctx)
+    if limited:
+        state = apply_update(state, limited, new_id=ctx.uuid)
+    return await DurableContextMiddleware().after_model(state, ctx)
 
 
 async def test_ledger_records_only_the_kept_calls_so_the_current_response_is_never_prior() -> None:
-    mw = SubagentLimitMiddleware()
-    update, _ = await after_model(mw, ai(*(task(f"t{i}") for i in range(5))))
+    update = await ledger_after(ai(*(task(f"t{i}") for i in range(5))))
     assert update is not None
     assert [(e["id"], e["run_id"], e["status"]) for e in update["delegations"]] == [
         ("t0", RUN, "in_progress"),
@@ -232,13 +242,8 @@ async def test_ledger_takes_the_status_a_task_result_carries_and_skips_earlier_r
         id="m1",
         additional_kwargs=make_subagent_additional_kwargs("completed", result="ok"),
     )
-    update, _ = await after_model(
-        SubagentLimitMiddleware(),
-        *earlier,
-        boundary,
-        AIMessage("", tool_calls=[task("t1")], id="ai-1"),
-        result,
-        AIMessage("done", id="ai-2"),
+    update = await ledger_after(
+        *earlier, boundary, AIMessage("", tool_calls=[task("t1")], id="ai-1"), result, AIMessage("done", id="ai-2")
     )
     assert update is not None
     (entry,) = update["delegations"]
@@ -271,11 +276,14 @@ def test_subagent_chain_is_deerflows_section_1_5() -> None:
         "DanglingToolCall",
         "LLMErrorHandling",
         "SandboxAudit",
+        "ReadBeforeWrite",
         "ToolErrorHandling",
         "SkillActivation",
+        "SkillToolPolicy",
         "LoopDetection",
         "TokenBudget",
         "SafetyFinishReason",
+        "DurableContext",
         "SubagentDateContext",
         "SystemMessageCoalescing",
     ]

@@ -22,11 +22,9 @@ from temporalio.exceptions import ActivityError, CancelledError
 from middlewares._compaction import plan_compaction
 from middlewares._summarization_config import count_tokens
 from middlewares._summary_prompt import DEFAULT_SUMMARY_PROMPT, _trim_text, summary_prompt
-from middlewares.base import ModelRequest
 from middlewares.chain import build_lead_chain, describe
 from middlewares.run_settings import ModelCapabilities, RunSettings
 from middlewares.summarization import (
-    SUMMARY_PROJECTION_PREFIX,
     ContextSize,
     SummarizationConfig,
     SummarizationMiddleware,
@@ -335,25 +333,6 @@ def test_the_summary_input_is_trimmed_to_its_budget() -> None:
             assert _trim_text(text, budget, strategy) == expected[-1].content
 
 
-async def test_the_summary_is_projected_into_each_request() -> None:
-    seen: list[list[BaseMessage]] = []
-
-    async def model(request: ModelRequest) -> AIMessage:
-        seen.append(list(request.messages))
-        return AIMessage("ok")
-
-    messages: list[BaseMessage] = [SystemMessage("reminder", id="X"), HumanMessage("go", id="h0")]
-    ctx = StubRunContext()
-    request = ModelRequest(messages, None, [], ThreadState(messages=messages, summary_text="S"), ctx, "m")
-    middleware = SummarizationMiddleware(_config())
-    await middleware.wrap_model_call(request, model)
-    projection = seen[0][1]
-    assert _ids(seen[0]) == ["X", "conversation-summary", "h0"]
-    assert projection.content == SUMMARY_PROJECTION_PREFIX + "S" and projection.name == "summary"
-    await middleware.wrap_model_call(request.override(state=ThreadState(messages=messages)), model)
-    assert seen[1] == messages, "no summary, no projection"
-
-
 def test_summarization_is_in_the_chain_only_when_enabled() -> None:
     names = describe(build_lead_chain(RunSettings()))
     assert "Summarization" not in names
@@ -404,6 +383,7 @@ async def test_a_long_scripted_run_is_summarised_and_keeps_its_skill_read(
     assert tool_ids[0] == "skill1", "the skill read survives the compaction"
     assert "b0" not in tool_ids and "w1" in tool_ids
     assert any(m["type"] == "human" and "research X" in json.dumps(m["content"]) for m in state["messages"])
-    # Every model call after the compaction sees the summary in front of the kept history.
+    # Every model call after the compaction sees the summary in front of the kept history (DurableContext).
     after = agent_calls[-1].messages
-    assert any(m.name == "summary" and "research X" in str(m.content) for m in after)
+    data = [m for m in after if m.additional_kwargs.get("durable_context_data")]
+    assert len(data) == 1 and "## Conversation summary so far\n## SESSION INTENT\nresearch X" in str(data[0].content)

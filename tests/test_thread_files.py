@@ -330,6 +330,7 @@ async def test_what_tools_write_and_delete_reaches_the_storage(
     script = [
         calls(tool_call("write_file", "w1", path=report, content="# Report\n")),
         calls(tool_call("bash", "b1", command=command)),
+        calls(tool_call("read_file", "r1", path=report)),  # ReadBeforeWrite: modify only what was read
         calls(tool_call("str_replace", "s1", path=report, old_str="Report", new_str="Done")),
         answer("done"),
     ]

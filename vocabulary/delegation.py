@@ -39,11 +39,23 @@ class SubagentTypeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_turns: int = Field(ge=1, description="model calls a subagent of this type may make (its recursion limit)")
+    tools: list[str] | None = Field(
+        None,
+        description="the lead run's tools (sandbox and configured) this type may use, DeerFlow's tools allowlist; "
+        "null: all of them (task, ask_clarification and present_files never)",
+    )
+
+
+BASH_AGENT_TOOLS = ["bash", "ls", "read_file", "write_file", "str_replace"]
+"""DeerFlow's bash agent: sandbox tools only."""
 
 
 def _default_types() -> dict[str, SubagentTypeSettings]:
     # DeerFlow's built-ins (``bytedance/deer-flow: backend/packages/harness/deerflow/subagents/builtins/``).
-    return {"general-purpose": SubagentTypeSettings(max_turns=150), "bash": SubagentTypeSettings(max_turns=60)}
+    return {
+        "general-purpose": SubagentTypeSettings(max_turns=150),
+        "bash": SubagentTypeSettings(max_turns=60, tools=BASH_AGENT_TOOLS),
+    }
 
 
 class SubagentsSettings(BaseModel):

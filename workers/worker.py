@@ -159,6 +159,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         breaker.report,
         tools.execute,
         tools.acquire,
+        tools.file_hash,
         tools.release,
         mcp.list_tools,
         mcp.call_tool,
@@ -174,12 +175,17 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         MemoryQueueActivities().enqueue,
         images.inspect,
         images.load,
-        SkillActivities(config.skills.root(config.home), config.skills, objects).load,
+        *_skill_activities(config, objects),
         WebhookActivities(config.webhooks.signing_secret(os.environ), config.webhooks.networks()).deliver,
         run_closed,
         *_sweeper_activities(provider),
         ScheduleFireActivities(config).fire,
     ]
+
+
+def _skill_activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
+    skills = SkillActivities(config.skills.root(config.home), config.skills, objects)
+    return [skills.load, skills.tool_policy]
 
 
 def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | None = None, **options: Any) -> Worker:

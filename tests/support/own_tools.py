@@ -1,11 +1,12 @@
 """Tools of a team's own, as a hartflow user writes them (``activities/configured_tools/kinds.py``): a decorated
-function that records each attempt (the first one hangs until its worker is killed) and an activity a team's
-worker serves on its own task queue."""
+function that records each attempt (the first one hangs until its worker is killed) and activities a team's
+worker serves on its own task queue (one of them held until the test lets it answer)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,3 +44,24 @@ class CustomerQuery:
 @activity.defn(name="crm_lookup")
 async def crm_lookup(query: CustomerQuery) -> dict[str, object]:
     return {"customer": query.customer_id, "fields": {name: f"{name} of {query.customer_id}" for name in query.fields}}
+
+
+class HeldLookups:
+    """:func:`held_crm_lookup`'s gate: ``calls`` counts its attempts, ``arrived`` is set by each, and each waits
+    for ``released``."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.arrived = threading.Event()
+        self.released = threading.Event()
+
+
+HELD = HeldLookups()
+
+
+@activity.defn(name="held_crm_lookup")
+async def held_crm_lookup(query: CustomerQuery) -> dict[str, object]:
+    HELD.calls += 1
+    HELD.arrived.set()
+    await asyncio.to_thread(HELD.released.wait, 300)
+    return await crm_lookup(query)

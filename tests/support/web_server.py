@@ -1,6 +1,6 @@
 """A local web for the web tools' tests (they never reach the internet): a SearXNG-compatible search endpoint and
 pages, among them hostile ones — injection tags, a page far larger than any limit, a redirect loop, a response
-that never finishes."""
+that never finishes — and paths a test can hold (a call kept mid-flight until the test releases it)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
@@ -38,6 +39,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlparse(self.path)
         self.server.web.requests.append(self.path)
+        gate = self.server.web.gates.get(url.path)
+        if gate is not None:  # held until the test releases it: a call that is mid-flight for as long as needed
+            gate.arrived.set()
+            gate.released.wait(timeout=300)
         base = self.server.web.url
         if url.path == "/search":
             query = parse_qs(url.query)
@@ -60,11 +65,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, "text/plain", b"not found")
 
     def _send(self, status: int, content_type: str, body: bytes) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        with contextlib.suppress(OSError):  # a held request's client may be gone (its worker was killed)
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
     def _redirect(self, location: str) -> None:
         self.send_response(302)
@@ -96,6 +102,14 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server.web.stopping.wait(0.2)
 
 
+@dataclass
+class Gate:
+    """Holds the requests for one path: ``arrived`` is set when one comes in, and each waits for ``released``."""
+
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+
 class LocalWeb:
     class _Server(ThreadingHTTPServer):
         daemon_threads = True
@@ -103,10 +117,17 @@ class LocalWeb:
 
     def __init__(self) -> None:
         self.requests: list[str] = []
+        self.gates: dict[str, Gate] = {}
+        """Paths whose requests are held (:meth:`hold`)."""
         self.stopping = threading.Event()
         self._server = LocalWeb._Server(("127.0.0.1", 0), _Handler)
         self._server.web = self
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def hold(self, path: str) -> Gate:
+        """Hold every request for ``path`` until the returned gate is released."""
+        gate = self.gates[path] = Gate()
+        return gate
 
     @contextlib.contextmanager
     def running(self) -> Iterator[LocalWeb]:
@@ -116,5 +137,7 @@ class LocalWeb:
             yield self
         finally:
             self.stopping.set()
+            for gate in self.gates.values():
+                gate.released.set()
             self._server.shutdown()
             self._server.server_close()

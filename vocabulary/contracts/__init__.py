@@ -87,9 +87,12 @@ from vocabulary.contracts.run_archive import (
 )
 from vocabulary.contracts.sandbox import (
     SANDBOX_ACQUIRE,
+    SANDBOX_FILE_HASH,
     SANDBOX_INVENTORY,
     SANDBOX_RELEASE,
     SANDBOX_RUN_STATES,
+    FileHashInput,
+    FileHashResult,
     RunStates,
     RunStatesInput,
     SandboxAcquireInput,
@@ -101,9 +104,12 @@ from vocabulary.contracts.sandbox import (
 from vocabulary.contracts.schedules import SCHEDULE_FIRE, ScheduleFireInput, ScheduleFireResult
 from vocabulary.contracts.skills import (
     SKILL_LOAD,
+    SKILL_TOOL_POLICY,
     SkillLoadInput,
     SkillLoadResult,
     SkillLoadStatus,
+    SkillToolPolicyInput,
+    SkillToolPolicyResult,
 )
 from vocabulary.contracts.thread import (
     THREAD_COMMIT,
@@ -161,11 +167,13 @@ __all__ = [
     "MODEL_INVOKE",
     "RUN_ARCHIVE",
     "SANDBOX_ACQUIRE",
+    "SANDBOX_FILE_HASH",
     "SANDBOX_INVENTORY",
     "SANDBOX_RELEASE",
     "SANDBOX_RUN_STATES",
     "SCHEDULE_FIRE",
     "SKILL_LOAD",
+    "SKILL_TOOL_POLICY",
     "THREAD_COMMIT",
     "THREAD_ENSURE_DIRS",
     "THREAD_LOAD",
@@ -187,6 +195,8 @@ __all__ = [
     "ConfiguredToolInfo",
     "ExternalizeInput",
     "ExternalizeResult",
+    "FileHashInput",
+    "FileHashResult",
     "GuardrailDecision",
     "GuardrailEvaluateInput",
     "GuardrailReason",
@@ -231,6 +241,8 @@ __all__ = [
     "SkillLoadInput",
     "SkillLoadResult",
     "SkillLoadStatus",
+    "SkillToolPolicyInput",
+    "SkillToolPolicyResult",
     "ThreadCommitInput",
     "ThreadCommitResult",
     "ThreadDirsInput",

@@ -1,5 +1,5 @@
-"""A thread's sandbox: acquire and release it (``activities/tools.py``), and what the sweeper sees of all of
-them (``activities/sandbox_sweeper.py``)."""
+"""A thread's sandbox: acquire and release it, hash a file's current version for ReadBeforeWrite
+(``activities/tools.py``), and what the sweeper sees of all of them (``activities/sandbox_sweeper.py``)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,25 @@ class SandboxAcquireInput:
 @dataclass
 class SandboxAcquireResult:
     sandbox_id: str
+
+
+@dataclass
+class FileHashInput:
+    """The file ``path`` (a virtual path, as ``read_file`` takes it) in the thread's sandbox."""
+
+    thread: ThreadRef
+    path: str
+    sandbox_id: str | None = None
+    run_key: str = ""
+
+
+@dataclass
+class FileHashResult:
+    sha256: str | None
+    """The sha256 of the whole current text as ``read_file`` reads it; ``None`` when it cannot be read (missing,
+    binary, a sandbox error): the gate then lets the tool run and report its own error."""
+    sandbox_id: str | None = None
+    """The sandbox the read ran in (the thread's first sandbox call acquires it)."""
 
 
 @dataclass
@@ -61,6 +80,7 @@ class RunStates:
 
 SANDBOX_ACQUIRE = ActivityRef("sandbox.acquire", SandboxAcquireInput, SandboxAcquireResult)
 SANDBOX_RELEASE = ActivityRef("sandbox.release", SandboxReleaseInput, type(None))
+SANDBOX_FILE_HASH = ActivityRef("sandbox.file_hash", FileHashInput, FileHashResult)
 SANDBOX_INVENTORY = ActivityRef("sandbox.inventory", type(None), SandboxInventory)
 """Takes no argument: the sweeper workflow calls it without one."""
 SANDBOX_RUN_STATES = ActivityRef("sandbox.run_states", RunStatesInput, RunStates)

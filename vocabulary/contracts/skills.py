@@ -1,4 +1,5 @@
-"""A skill the user activated, checked and read (``activities/user_skills.py``)."""
+"""A skill the user activated, checked and read, and the tools the active skills allow
+(``activities/user_skills.py``)."""
 
 from __future__ import annotations
 
@@ -33,3 +34,23 @@ class SkillLoadResult:
 
 
 SKILL_LOAD = ActivityRef("skills.load", SkillLoadInput, SkillLoadResult)
+
+
+@dataclass
+class SkillToolPolicyInput:
+    paths: list[str]
+    """The active skills' SKILL.md paths as sandboxes see them (a slash activation's, or ``skill_context``'s)."""
+    available: list[str] | None = None
+    user_id: str | None = None
+
+
+@dataclass
+class SkillToolPolicyResult:
+    allowed: list[str] | None = None
+    """The union of the active skills' ``allowed-tools``; ``None`` when none of them declares the field."""
+    failed: bool = False
+    """No active path could be authorised (unknown, disabled, not available, or the skills could not be read):
+    the policy fails closed."""
+
+
+SKILL_TOOL_POLICY = ActivityRef("skills.tool_policy", SkillToolPolicyInput, SkillToolPolicyResult)

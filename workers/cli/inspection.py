@@ -38,8 +38,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
         def human() -> None:
             print_view(view, stack.ui_url(workflow_id, view.run_id))
             for entry in payload["deerflow_chain"]:
-                mark = entry["hartflow"] or f"— not in hartflow ({entry['note']})"
-                print(f"  {entry['deerflow']}: {mark}", file=sys.stderr)
+                deerflow = entry["deerflow"] or f"({entry['note']})"
+                print(f"  {deerflow}: {entry['hartflow']}", file=sys.stderr)
 
         emit(args, payload, human)
         return EXIT_OK

@@ -1,8 +1,9 @@
 """The run's tools, completed once at its start: the profile's catalog (the built-ins and the chain's own tools,
 ``workflows/run/profile.py``) joined by the configured tools (``tools:``, ``workflows/run/configured_tools.py``)
 and the MCP servers' tools (``workflows/run/mcp_tools.py``), each discovered once per run or carried across
-continue-as-new. MCP tools also rebuild the chain, which defers them behind ``tool_search``. Runs without either
-(and subagents) issue no command here.
+continue-as-new. MCP tools also rebuild the chain, which defers them behind ``tool_search``. A subagent gets the
+lead's configured tools its type allows from its task (``workflows/run/delegation.py``), as DeerFlow's subagents
+inherit the lead's tools. Runs without configured or MCP tools (and subagents) issue no command here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import workflows.run.mcp_tools as mcp_tools
 from middlewares.base import Middleware
 from middlewares.context import RunContext
 from middlewares.deferred_tool_filter import TOOL_SEARCH
-from vocabulary.tools import ToolCatalog, ToolSpec
+from vocabulary.tools import ToolCatalog
 from workflows.run.fields import RunFields
 from workflows.run.io import RunInput
 from workflows.run.profile import RunProfile
@@ -28,10 +29,11 @@ async def with_discovered_tools(
 ) -> tuple[list[Middleware], ToolCatalog]:
     """The run's chain and catalog once its configured and MCP tools have joined ``chain`` and ``catalog`` (the
     discovered tools are recorded in ``fields``); ``chain`` and ``catalog`` themselves when there are none."""
-    configured: list[ToolSpec] = []
     if profile.discovers_mcp:
-        taken = set(catalog.names())
-        configured = await configured_tools.run_tools(ctx, input, fields, taken=taken)
+        configured = await configured_tools.run_tools(ctx, input, fields, taken=set(catalog.names()))
+    else:  # a subagent: the lead's configured tools its type may use, as the lead discovered them
+        inherited = input.subagent.configured_tools if input.subagent is not None else []
+        configured = [tool.spec() for tool in inherited if tool.name not in catalog.names()]
     if not (profile.discovers_mcp and input.settings.mcp_servers):
         if configured:
             catalog = profile.catalog(input.settings, chain, (), configured)

@@ -51,7 +51,12 @@ class Delegation:
         lease.starting(sandbox_id)  # the child may acquire the thread's sandbox; it never reports the id
         try:
             task, prompt, max_turns = subagent_task(
-                request.tool_call, self._settings.subagents, parent_workflow_id=ctx.workflow_id, sandbox_id=sandbox_id
+                request.tool_call,
+                self._settings.subagents,
+                parent_workflow_id=ctx.workflow_id,
+                sandbox_id=sandbox_id,
+                lead_tools=self._settings.tools,
+                configured=self._fields.configured_tools or (),
             )
         except UnknownSubagentTypeError as exc:
             return task_result_message(request.call_id, "failed", error=str(exc), message_id=ctx.uuid())
@@ -93,9 +98,8 @@ class Delegation:
         ctx = self._ctx
         subagents = self._settings.subagents
         model = subagents.model or ctx.model
-        settings = self._settings.model_copy(
-            update={"recursion_limit": max_turns, "subagent_enabled": False, "non_interactive": True}
-        )
+        limits = {"recursion_limit": max_turns, "subagent_enabled": False, "non_interactive": True}
+        settings = self._settings.model_copy(update=limits if task.tools is None else {**limits, "tools": task.tools})
         try:
             view = await workflow.execute_child_workflow(
                 SUBAGENT_WORKFLOW_NAME,

@@ -1,7 +1,8 @@
 """Delegation in the engine: how the run workflow starts a subagent and reads the child workflow's end.
 
 * :class:`SubagentTask` — what a subagent run (``workflows/run/subagent.py``) is told about its delegation;
-* :func:`subagent_task` / :func:`child_workflow_id` — the child run a ``task`` call starts;
+* :func:`subagent_task` / :func:`child_workflow_id` — the child run a ``task`` call starts, with the lead's tools
+  its type may use (DeerFlow's subagents inherit the lead's tools, the configured ones too);
 * :func:`finished_child_message` / :func:`interrupted_child_message` — the child's end as the task result of
   DeerFlow's status contract (``vocabulary/delegation.py``), and :func:`task_outcome` — that result as DeerFlow's
   ``task_*`` events carry it.
@@ -11,13 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
+from vocabulary.contracts.configured_tools import ConfiguredToolInfo
 from vocabulary.delegation import (
     RUN_STOP_REASONS,
     SUBAGENT_ERROR_KEY,
@@ -27,8 +29,10 @@ from vocabulary.delegation import (
     SubagentsSettings,
     task_result_message,
 )
+from vocabulary.tools import BUILTIN_TOOLS
 
 SUBAGENT_WORKFLOW_NAME = "HartflowSubagent"
+SANDBOX_TOOL_NAMES = frozenset(tool.name for tool in BUILTIN_TOOLS if tool.sandbox)
 
 
 @dataclass
@@ -41,6 +45,10 @@ class SubagentTask:
     parent_workflow_id: str
     sandbox_id: str | None = None
     """The lead run's sandbox: the subagent works on the same files, and the lead releases it."""
+    configured_tools: list[ConfiguredToolInfo] = field(default_factory=list)
+    """The lead run's configured tools (``tools:``) this subagent may use, as the lead discovered them."""
+    tools: list[str] | None = None
+    """The lead's tools this subagent's type allows (its ``tools`` setting); ``None``: all of them."""
 
 
 class UnknownSubagentTypeError(ValueError):
@@ -48,9 +56,17 @@ class UnknownSubagentTypeError(ValueError):
 
 
 def subagent_task(
-    call: Mapping[str, Any], settings: SubagentsSettings, *, parent_workflow_id: str, sandbox_id: str | None
+    call: Mapping[str, Any],
+    settings: SubagentsSettings,
+    *,
+    parent_workflow_id: str,
+    sandbox_id: str | None,
+    lead_tools: list[str] | None = None,
+    configured: Sequence[ConfiguredToolInfo] = (),
 ) -> tuple[SubagentTask, str, int]:
-    """The task a ``task`` call describes, its prompt and its turn budget. Raises UnknownSubagentTypeError."""
+    """The task a ``task`` call describes, its prompt and its turn budget. Raises UnknownSubagentTypeError.
+    ``lead_tools``: the lead's ``tools`` setting (``None``: every sandbox tool); ``configured``: the configured
+    tools the lead has."""
     args = call.get("args")
     if not isinstance(args, dict):
         args = {}
@@ -63,12 +79,17 @@ def subagent_task(
     max_turns = kind.max_turns
     if isinstance(requested, int) and not isinstance(requested, bool) and requested >= 1:
         max_turns = min(max_turns, requested)
+    allowed = kind.tools
     task = SubagentTask(
         tool_call_id=str(call.get("id") or ""),
         description=str(args.get("description") or "").strip() or subagent_type,
         subagent_type=subagent_type,
         parent_workflow_id=parent_workflow_id,
         sandbox_id=sandbox_id,
+        configured_tools=[tool for tool in configured if allowed is None or tool.name in allowed],
+        tools=None
+        if allowed is None
+        else [name for name in lead_tools or sorted(SANDBOX_TOOL_NAMES) if name in allowed],
     )
     return task, str(args.get("prompt") or ""), max_turns
 

@@ -9,8 +9,9 @@ subagent workflow (``workflows/run/subagent.py``) is the same workflow with :dat
 * the thread: a lead run loads the thread's state and commits it back; a subagent's state is its own (one message
   list seeded with the task's prompt and the lead's sandbox), never loaded nor committed;
 * MCP and configured tools: a lead run discovers its servers' tools and the configured tools its settings name
-  (``workflows/run/configured_tools.py``); a subagent gets neither (the lead's are not passed down yet), but
-  only the sandbox tools a ``tools:`` list names, as the lead;
+  (``workflows/run/configured_tools.py``); a subagent gets no MCP tools, and the lead's configured and sandbox
+  tools its type allows (``run.subagents.types.*.tools``; all for ``general-purpose``, the sandbox tools for
+  ``bash``, as DeerFlow's built-in subagents), handed down in its task;
 * usage: a lead run reports its TokenUsage middleware's totals; a subagent (which has none) sums its messages',
   which the lead adds to the dispatching AIMessage through the task result.
 """
