@@ -1,21 +1,14 @@
-"""The sandbox tools (DeerFlow's ``sandbox/tools.py``) and the activities that run them.
-
-Each tool is a plain function of a sandbox and its validated arguments returning the exact text DeerFlow
-returns, so it can be tested without Temporal; limits and truncation markers are DeerFlow's because the
-model was prompted with them. Failures the model can fix come back as ``Error: ...`` results; anything
-else raises so the activity retry policy (and then ToolErrorHandling) sees it.
+"""The activities that run the sandbox tools (``activities/sandbox_tools.py``) in the thread's sandbox: a tool
+call, the read_file hash ReadBeforeWrite compares, and the sandbox's acquire and release. The sandbox is acquired
+lazily on first use, as DeerFlow's tools do, and the thread's files are synchronised around every call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TypeVar
 
-from pydantic import ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -32,6 +25,7 @@ from activities.sandbox.base import (
 )
 from activities.sandbox.pod_files import PodWorkingCopy
 from activities.sandbox.remote import RemoteSandbox
+from activities.sandbox_tools import bind_tool_call, exit_code, file_sha256
 from activities.storage import wait_out_outage
 from activities.thread_files import ThreadFiles, WorkingCopy
 from activities.tracing import record_tool_output, tool_span
@@ -49,213 +43,8 @@ from vocabulary.contracts import (
     ToolCallInput,
     ToolCallOutput,
 )
-from vocabulary.tool_args import (
-    GLOB_DEFAULT_RESULTS,
-    GLOB_MAX_RESULTS,
-    GREP_DEFAULT_RESULTS,
-    GREP_MAX_RESULTS,
-    BashArgs,
-    GlobArgs,
-    GrepArgs,
-    LsArgs,
-    ReadFileArgs,
-    StrReplaceArgs,
-    ToolArgs,
-    WriteFileArgs,
-)
-
-BASH_OUTPUT_MAX_CHARS = 20_000
-READ_FILE_OUTPUT_MAX_CHARS = 50_000
-LS_OUTPUT_MAX_CHARS = 20_000
-WRITE_FILE_MAX_BYTES = 80 * 1024
-"""Bigger single writes made models hit stream chunk timeouts in DeerFlow (#3189); appends are exempt."""
-
-_EXIT_MARKER_AT_END = re.compile(r"\nExit Code: -?\d+\s*$")
 
 T = TypeVar("T")
-A = TypeVar("A", bound=ToolArgs)
-
-
-# -- output shaping --------------------------------------------------------------------------------------
-
-
-def exit_code(output: str) -> int:
-    """The exit code a bash result reports: its trailing ``Exit Code: N``, or 0 when there is none."""
-    marker = _EXIT_MARKER_AT_END.search(output)
-    return int(marker.group(0).rsplit(":", 1)[1]) if marker else 0
-
-
-def _truncate_middle(output: str, max_chars: int) -> str:
-    """Keep both ends of bash output (errors show up at either end) within ``max_chars``, marker included.
-
-    A trailing ``Exit Code: N`` is kept whole: it is the only reliable sign the command failed.
-    """
-    if len(output) <= max_chars:
-        return output
-    preserved = ""
-    if (exit_marker := _EXIT_MARKER_AT_END.search(output)) is not None:
-        preserved, output = exit_marker.group(0), output[: exit_marker.start()]
-        max_chars -= len(preserved)
-    total = len(output)
-    kept = max(0, max_chars - len(f"\n... [middle truncated: {total} chars skipped] ...\n"))
-    head = kept // 2
-    marker = f"\n... [middle truncated: {total - kept} chars skipped] ...\n"
-    return output[:head] + marker + output[total - (kept - head) :] + preserved
-
-
-def _truncate_head(output: str, max_chars: int, hint: str) -> str:
-    """Keep the beginning (files and listings are read top-down) within ``max_chars``, marker included."""
-    if len(output) <= max_chars:
-        return output
-    total = len(output)
-
-    def marker(kept: int) -> str:
-        return f"\n... [truncated: showing first {kept} of {total} chars. {hint}] ..."
-
-    kept = max(0, max_chars - len(marker(total)))
-    return output[:kept] + marker(kept)
-
-
-def _clamp(requested: int, default: int, upper: int) -> int:
-    return default if requested <= 0 else min(requested, upper)
-
-
-def _report(found: list[str], truncated: bool, *, header: str, empty: str, narrow: str) -> str:
-    if not found:
-        return empty
-    first = header + (f" (showing first {len(found)})" if truncated else "")
-    return "\n".join([first, *found, *([narrow] if truncated else [])])
-
-
-# -- tools -----------------------------------------------------------------------------------------------
-
-
-def bash(sandbox: Sandbox, args: BashArgs) -> str:
-    return _truncate_middle(sandbox.execute_command(args.command), BASH_OUTPUT_MAX_CHARS)
-
-
-def ls(sandbox: Sandbox, args: LsArgs) -> str:
-    entries = sandbox.list_dir(args.path)
-    if not entries:
-        return "(empty)"
-    return _truncate_head("\n".join(entries), LS_OUTPUT_MAX_CHARS, "Use a more specific path to see fewer results")
-
-
-def read_file(sandbox: Sandbox, args: ReadFileArgs) -> str:
-    start, end = args.start_line, args.end_line
-    # DeerFlow answers bad ranges with a parenthesised note rather than an error.
-    if start is not None and start < 1:
-        return "(start_line must be >= 1)"
-    if end is not None and end < 1:
-        return "(end_line must be >= 1)"
-    if end is not None and (start or 1) > end:
-        return "(start_line > end_line — no lines in range)"
-    content = sandbox.read_file(args.path, start, end)
-    if not content:
-        return "(start_line exceeds file length)" if start is not None and start > 1 else "(empty)"
-    return _truncate_head(content, READ_FILE_OUTPUT_MAX_CHARS, "Use start_line/end_line to read a specific range")
-
-
-def write_file(sandbox: Sandbox, args: WriteFileArgs) -> str:
-    size = len(args.content.encode("utf-8"))
-    if not args.append and size > WRITE_FILE_MAX_BYTES:
-        raise SandboxError(
-            f"write_file content ({size} bytes) exceeds the {WRITE_FILE_MAX_BYTES}-byte single-call limit. "
-            "Split the content into smaller pieces: either (a) write the first section now, then use "
-            "`str_replace` for further edits, or (b) call write_file again with append=True carrying the "
-            "next section."
-        )
-    sandbox.write_file(args.path, args.content, args.append)
-    return "OK"
-
-
-def str_replace(sandbox: Sandbox, args: StrReplaceArgs) -> str:
-    return sandbox.str_replace(args.path, args.old_str, args.new_str, args.replace_all)
-
-
-def glob(sandbox: Sandbox, args: GlobArgs) -> str:
-    limit = _clamp(args.max_results, GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS)
-    # One past the limit tells "exactly limit matches" apart from "more than limit".
-    paths = sandbox.glob(args.path, args.pattern, include_dirs=args.include_dirs, max_results=limit + 1)
-    shown = paths[:limit]
-    return _report(
-        [f"{i}. {p}" for i, p in enumerate(shown, start=1)],
-        len(paths) > limit,
-        header=f"Found {len(shown)} paths under {args.path}",
-        empty=f"No files matched under {args.path}",
-        narrow="Results truncated. Narrow the path or pattern to see fewer matches.",
-    )
-
-
-def grep(sandbox: Sandbox, args: GrepArgs) -> str:
-    limit = _clamp(args.max_results, GREP_DEFAULT_RESULTS, GREP_MAX_RESULTS)
-    matches = sandbox.grep(
-        args.path,
-        args.pattern,
-        glob=args.glob,
-        literal=args.literal,
-        case_sensitive=args.case_sensitive,
-        max_results=limit + 1,
-    )
-    shown = matches[:limit]
-    return _report(
-        [f"{m.path}:{m.line_number}: {m.line}" for m in shown],
-        len(matches) > limit,
-        header=f"Found {len(shown)} matches under {args.path}",
-        empty=f"No matches found under {args.path}",
-        narrow="Results truncated. Narrow the path or add a glob filter.",
-    )
-
-
-@dataclass(frozen=True)
-class _Tool(Generic[A]):
-    args: type[A]
-    run: Callable[[Sandbox, A], str]
-
-    def bind(self, raw: dict[str, Any]) -> Callable[[Sandbox], str]:
-        parsed = self.args.model_validate(raw)
-        return lambda sandbox: self.run(sandbox, parsed)
-
-
-TOOLS: dict[str, _Tool[Any]] = {
-    "bash": _Tool(BashArgs, bash),
-    "ls": _Tool(LsArgs, ls),
-    "read_file": _Tool(ReadFileArgs, read_file),
-    "write_file": _Tool(WriteFileArgs, write_file),
-    "str_replace": _Tool(StrReplaceArgs, str_replace),
-    "glob": _Tool(GlobArgs, glob),
-    "grep": _Tool(GrepArgs, grep),
-}
-
-
-def bind_tool_call(tool_call: dict[str, Any]) -> Callable[[Sandbox], str]:
-    """Validate a model's tool call before any sandbox is acquired for it.
-
-    A call the model malformed fails the same way on every attempt, hence non-retryable.
-    """
-    name, args = tool_call.get("name"), tool_call.get("args")
-    tool = TOOLS.get(name) if isinstance(name, str) else None
-    if tool is None:
-        raise ApplicationError(f"Unknown tool: {name!r}", type="UnknownTool", non_retryable=True)
-    if not isinstance(args, dict):
-        raise ApplicationError(
-            f"Arguments of tool {name!r} must be an object, got {type(args).__name__}",
-            type="InvalidToolArguments",
-            non_retryable=True,
-        )
-    try:
-        return tool.bind(args)
-    except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-        raise ApplicationError(
-            f"Invalid arguments for tool {name!r}: {problems}",
-            type="InvalidToolArguments",
-            non_retryable=True,
-        ) from None
-
-
-def _sha256(sandbox: Sandbox, path: str) -> str:
-    return hashlib.sha256(sandbox.read_file(path).encode("utf-8")).hexdigest()
 
 
 # -- activities ------------------------------------------------------------------------------------------
@@ -310,7 +99,7 @@ class ToolActivities:
         """The sha256 of ``input.path``'s whole current text, read as ``read_file`` reads it (ReadBeforeWrite's
         version check and read mark); ``None`` when it cannot be read. Only the hash enters the history."""
         call = ToolCallInput(input.thread, {"name": "read_file"}, sandbox_id=input.sandbox_id, run_key=input.run_key)
-        output = await self._in_thread(lambda: self._execute(call, lambda sandbox: _sha256(sandbox, input.path)))
+        output = await self._in_thread(lambda: self._execute(call, lambda sandbox: file_sha256(sandbox, input.path)))
         return FileHashResult(output.content if output.status == "success" else None, sandbox_id=output.sandbox_id)
 
     @implements(SANDBOX_ACQUIRE)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from activities import tools
+from activities import sandbox_tools
 from activities.paths import ThreadPaths
 from activities.sandbox import Sandbox, SandboxError
 from activities.sandbox.local import LocalSandboxProvider
@@ -208,7 +208,7 @@ def _session(sandbox: Sandbox) -> list[str]:
     results = []
     for name, args in calls:
         try:
-            results.append(tools.TOOLS[name].bind(args)(sandbox))
+            results.append(sandbox_tools.TOOLS[name].bind(args)(sandbox))
         except SandboxError as e:
             results.append(f"Error: {e}")
     return results

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.tools import TOOLS
+from activities.sandbox_tools import TOOLS
 from vocabulary.tool_args import GlobArgs, GrepArgs, parameters
 from vocabulary.tools import BUILTIN_TOOLS
 from vocabulary.web_tools import WEB_TOOLS

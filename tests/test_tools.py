@@ -10,7 +10,7 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities import tools
+from activities import sandbox_tools
 from activities.paths import ThreadPaths
 from activities.sandbox.local import LocalSandboxProvider
 from activities.sandbox.local_sandbox import LOCAL_HOST_BASH_DISABLED_MESSAGE
@@ -306,4 +306,4 @@ def test_tool_functions_run_without_temporal(home: Path) -> None:
     sandbox = provider.get(provider.acquire("u1", "t1"))
     assert sandbox is not None
     sandbox.write_file(f"{WS}/a.txt", "")
-    assert tools.read_file(sandbox, ReadFileArgs(path=f"{WS}/a.txt")) == "(empty)"
+    assert sandbox_tools.read_file(sandbox, ReadFileArgs(path=f"{WS}/a.txt")) == "(empty)"

@@ -1,6 +1,6 @@
 """The built-in tools' arguments (pure data): what a model may send, and the JSON schema it is shown.
 
-One declaration serves both ends: ``activities/tools.py`` validates a call's arguments with these models, and
+One declaration serves both ends: ``activities/sandbox_tools.py`` validates a call's arguments with these models, and
 ``vocabulary/tools.py`` advertises :func:`parameters` of each. The advertised text is a protocol (prompts,
 scripted models and transcripts depend on it), pinned by ``tests/test_tool_schemas.py``.
 """

@@ -1,6 +1,6 @@
 """The tool catalog the model sees: names, descriptions and argument schemas (pure data).
 
-Implementations live in ``activities/tools.py``; the workflow only needs the schemas to build a model
+Implementations live in ``activities/sandbox_tools.py``; the workflow only needs the schemas to build a model
 request and the flags that change control flow (``return_direct``, ``sandbox``). The built-in tools' schemas
 are generated from their argument models (``vocabulary/tool_args.py``), which the activities validate with.
 """

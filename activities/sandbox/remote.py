@@ -1,7 +1,7 @@
 """The sandbox server's HTTP protocol, and :class:`RemoteSandbox`: that server seen as a :class:`Sandbox`.
 
 The server (``workers/sandbox_server.py``, the entrypoint of hartflow's sandbox image) exposes the
-:class:`Sandbox` methods one-to-one, so the tools in ``activities/tools.py`` behave the same whichever backend
+:class:`Sandbox` methods one-to-one, so the tools in ``activities/sandbox_tools.py`` behave the same whichever backend
 runs them::
 
     GET  /healthz                  no auth; the pod's readiness and liveness probe
