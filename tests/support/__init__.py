@@ -1,14 +1,17 @@
-"""Helpers only the test modules share: starting a run, a worker with an API server (or two server processes), a
-storage backend's settings,
+"""Helpers only the test modules share: starting a run, a worker with an API server (or two server processes), the
+``hartflow`` CLI in a process of its own, a storage backend's settings,
 a stub run context for hook unit tests, and reading a thread's committed state. What an extension's tests need too
 (servers, configs, scripts, workers, histories) is in ``workers.testing``; the two users of the per-user tests are
 in ``tests/support/tenants.py``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
+import os
 import random
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +31,7 @@ from workers.config import HartflowConfig
 from workers.payloads import client_for
 from workers.testing import running_worker, serving_api, unique
 from workers.testing.api_server import ApiServer, write_config
+from workers.testing.processes import REPO
 from workers.worker import connect
 from workflows.run import RunView
 
@@ -46,6 +50,27 @@ async def start_run(
     run = RunStart(thread, message, model, config.run, files=tuple(files or ()))
     # The handle reads results through the config's converter, so large results (claim-checked) decode.
     return await Runs(client_for(client, config), config.temporal.task_queue).start(run)
+
+
+async def hartflow_cli(config_file: Path, *args: str, timeout: float = 180) -> tuple[int, str, str]:
+    """``hartflow ARGS --config FILE`` in a process of its own, as a user runs it (none of this process's
+    ``HARTFLOW_`` or ``TEMPORAL_`` variables), awaited without blocking this loop: its exit code, stdout, stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "workers.cli",
+        *args,
+        "--config",
+        str(config_file),
+        env={**env, "PYTHONPATH": str(REPO)},
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
 
 
 @contextlib.asynccontextmanager
