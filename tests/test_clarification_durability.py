@@ -15,7 +15,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import hartflow_cli, start_run, thread_state
+from tests.support import hartflow_cli, run_process, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
@@ -31,19 +31,6 @@ def _messages(home: Path, thread_id: str) -> list[dict[str, Any]]:
     state = thread_state(home, thread_id)
     messages: list[dict[str, Any]] = state["messages"]
     return messages
-
-
-async def _run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def _hartflow(config: HartflowConfig, config_file: Path, *args: str) -> tuple[int, str, str]:
@@ -98,7 +85,7 @@ async def test_the_official_temporal_cli_answers_with_a_string_and_with_an_objec
         for payload in ('{"option_id": "option-2", "request_id": "clarification:ask1"}', '"light"'):
             view = await settle(handle)
             assert view.status == "awaiting_input"
-            code, _, err = await _run(
+            code, _, err = await run_process(
                 find_temporal_cli(),
                 "workflow",
                 "signal",
@@ -110,6 +97,7 @@ async def test_the_official_temporal_cli_answers_with_a_string_and_with_an_objec
                 "clarification_reply",
                 "--input",
                 payload,
+                timeout=120,
             )
             assert code == 0, err
         final = await handle.result()

@@ -52,18 +52,15 @@ async def start_run(
     return await Runs(client_for(client, config), config.temporal.task_queue).start(run)
 
 
-async def hartflow_cli(config_file: Path, *args: str, timeout: float = 180) -> tuple[int, str, str]:
-    """``hartflow ARGS --config FILE`` in a process of its own, as a user runs it (none of this process's
-    ``HARTFLOW_`` or ``TEMPORAL_`` variables), awaited without blocking this loop: its exit code, stdout, stderr."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+async def run_process(
+    *argv: str, timeout: float, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[int, str, str]:
+    """``argv`` in a process of its own (no stdin), awaited without blocking this loop (a worker may run on it):
+    its exit code, stdout and stderr."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "workers.cli",
-        *args,
-        "--config",
-        str(config_file),
-        env={**env, "PYTHONPATH": str(REPO)},
+        *argv,
+        cwd=cwd,
+        env=env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -71,6 +68,14 @@ async def hartflow_cli(config_file: Path, *args: str, timeout: float = 180) -> t
     out, err = await asyncio.wait_for(process.communicate(), timeout=timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+async def hartflow_cli(config_file: Path, *args: str, timeout: float = 180) -> tuple[int, str, str]:
+    """``hartflow ARGS --config FILE`` in a process of its own, as a user runs it (none of this process's
+    ``HARTFLOW_`` or ``TEMPORAL_`` variables): its exit code, stdout and stderr (:func:`run_process`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    argv = (sys.executable, "-m", "workers.cli", *args, "--config", str(config_file))
+    return await run_process(*argv, timeout=timeout, env={**env, "PYTHONPATH": str(REPO)})
 
 
 @contextlib.asynccontextmanager
