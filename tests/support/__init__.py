@@ -1,8 +1,8 @@
 """Helpers only the test modules share: starting a run, a worker with an API server (or two server processes), the
-``hartflow`` CLI in a process of its own, a storage backend's settings,
-a stub run context for hook unit tests, and reading a thread's committed state. What an extension's tests need too
-(servers, configs, scripts, workers, histories) is in ``workers.testing``; the two users of the per-user tests are
-in ``tests/support/tenants.py``."""
+``hartflow`` CLI (or any command) in a process of its own, a storage backend's settings, a stub run context for hook
+unit tests, and reading a thread's committed state. What an extension's tests need too (servers, configs, scripts,
+workers, histories) is in ``workers.testing``; the two users of the per-user tests are in
+``tests/support/tenants.py``."""
 
 from __future__ import annotations
 
