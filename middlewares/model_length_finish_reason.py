@@ -26,7 +26,7 @@ from langchain_core.messages import AIMessage
 from middlewares._logging import hook_logger
 from middlewares.base import Middleware
 from middlewares.context import RunContext
-from middlewares.safety_finish_reason import SafetyTermination
+from middlewares.safety_finish_reason import SafetyTermination, metadata_value
 from vocabulary.state import StateUpdate, ThreadState
 
 logger = hook_logger(__name__)
@@ -74,7 +74,7 @@ class ModelLengthFinishReasonMiddleware(Middleware):
 def detect_length_cap(message: AIMessage) -> SafetyTermination | None:
     """The first detector that sees a length signal in ``response_metadata`` (else ``additional_kwargs``)."""
     for name, key, values, upper in DETECTORS:
-        value = _metadata_value(message, key)
+        value = metadata_value(message, key)
         if value is not None and (value.upper() if upper else value.lower()) in values:
             return SafetyTermination(name, key, value)
     return None
@@ -99,11 +99,3 @@ def has_visible_content(message: AIMessage) -> bool:
             if isinstance(text, str) and text.strip():
                 return True
     return False
-
-
-def _metadata_value(message: AIMessage, key: str) -> str | None:
-    for container in (message.response_metadata, message.additional_kwargs):
-        value = container.get(key) if isinstance(container, dict) else None
-        if isinstance(value, str) and value:
-            return value
-    return None

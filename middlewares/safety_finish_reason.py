@@ -76,8 +76,9 @@ class SafetyTerminationDetector(Protocol):
     def detect(self, message: AIMessage) -> SafetyTermination | None: ...
 
 
-def _metadata_value(message: AIMessage, key: str) -> str | None:
-    """A string from ``response_metadata`` (modern adapters) or ``additional_kwargs`` (legacy paths)."""
+def metadata_value(message: AIMessage, key: str) -> str | None:
+    """A string from ``response_metadata`` (modern adapters) or ``additional_kwargs`` (legacy paths); for every
+    detector of a finish signal (``middlewares/model_length_finish_reason.py`` too)."""
     for container in (message.response_metadata, message.additional_kwargs):
         value = container.get(key) if isinstance(container, dict) else None
         if isinstance(value, str) and value:
@@ -96,7 +97,7 @@ class OpenAICompatibleContentFilterDetector:
         )
 
     def detect(self, message: AIMessage) -> SafetyTermination | None:
-        value = _metadata_value(message, "finish_reason")
+        value = metadata_value(message, "finish_reason")
         if value is None or value.lower() not in self._finish_reasons:
             return None
         results = message.response_metadata.get("content_filter_results")
@@ -113,7 +114,7 @@ class AnthropicRefusalDetector:
         self._stop_reasons = frozenset(r.lower() for r in (["refusal"] if stop_reasons is None else stop_reasons))
 
     def detect(self, message: AIMessage) -> SafetyTermination | None:
-        value = _metadata_value(message, "stop_reason")
+        value = metadata_value(message, "stop_reason")
         if value is None or value.lower() not in self._stop_reasons:
             return None
         return SafetyTermination(self.name, "stop_reason", value)
@@ -140,7 +141,7 @@ class GeminiSafetyDetector:
         )
 
     def detect(self, message: AIMessage) -> SafetyTermination | None:
-        value = _metadata_value(message, "finish_reason")
+        value = metadata_value(message, "finish_reason")
         if value is None or value.upper() not in self._finish_reasons:
             return None
         ratings = message.response_metadata.get("safety_ratings")

@@ -153,6 +153,14 @@ def _record(found: ImageInspectResult) -> dict[str, Any]:
     return {"mime_type": found.mime_type, "size": found.size, "sha256": found.sha256, "actual_path": found.actual_path}
 
 
+async def _inspect(ctx: RunContext, path: str, hook: str) -> ImageInspectResult:
+    """The image at ``path`` checked by the ``image.inspect`` activity (the Web UI's summary names ``hook``)."""
+    summary = f"ViewImage.{hook} · inspect {path}"
+    return await call_activity(
+        ctx, IMAGE_INSPECT, ImageInspectInput(ctx.thread, path), summary=summary, options=_OPTIONS
+    )
+
+
 def _remove_image_context(state: ThreadState) -> StateUpdate | None:
     removals = [RemoveMessage(id=str(m.id)) for m in state.messages if is_image_context(m)]
     return {"messages": removals} if removals else None
@@ -171,13 +179,7 @@ class ViewImageMiddleware(Middleware):
             return ToolMessage(
                 "Error: image_path is required", tool_call_id=call_id, name=TOOL_NAME, status="error", id=ctx.uuid()
             )
-        found = await call_activity(
-            ctx,
-            IMAGE_INSPECT,
-            ImageInspectInput(ctx.thread, path),
-            summary=f"ViewImage.wrap_tool_call · inspect {path}",
-            options=_OPTIONS,
-        )
+        found = await _inspect(ctx, path, "wrap_tool_call")
         if found.error is not None:
             return ToolMessage(found.error, tool_call_id=call_id, name=TOOL_NAME, status="error", id=ctx.uuid())
         message = ToolMessage(SUCCESS_TEXT, tool_call_id=call_id, name=TOOL_NAME, id=ctx.uuid())
@@ -188,13 +190,7 @@ class ViewImageMiddleware(Middleware):
         for path in attached_images(state.messages):
             if path in state.viewed_images or path in recorded:
                 continue
-            found = await call_activity(
-                ctx,
-                IMAGE_INSPECT,
-                ImageInspectInput(ctx.thread, path),
-                summary=f"ViewImage.before_agent · inspect {path}",
-                options=_OPTIONS,
-            )
+            found = await _inspect(ctx, path, "before_agent")
             if found.error is None:  # the API checked it before the run started: only a file gone since fails
                 recorded[path] = _record(found)
         return {"viewed_images": recorded} if recorded else None

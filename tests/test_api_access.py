@@ -7,7 +7,6 @@ and models have no SDK call, so those requests are plain HTTP (httpx, which the 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -24,27 +23,25 @@ from temporalio.client import Client
 
 from activities.storage import ObjectStore
 from activities.thread_files import ThreadFiles
+from tests.support import storage_settings
+from tests.support.tenants import TOKENS, as_user, bearer_api
 from vocabulary.contracts import ThreadRef
 from workers.api.auth import ApiSettings, unsafe_bind_problem
 from workers.config import HartflowConfig, open_object_store
 from workers.devserver import free_port
 from workers.testing import make_config, serving_api
 
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 MAX_BODY = 64 * 1024
 
 
 def bearer_settings(**extra: Any) -> dict[str, Any]:
-    tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
-    return {"auth": "bearer", "tokens": tokens, "max_body_bytes": MAX_BODY, **extra}
+    """Both users' ``api`` settings (``tests/support/tenants.py``) with this module's body cap."""
+    return bearer_api(max_body_bytes=MAX_BODY, **extra)
 
 
 @pytest.fixture(params=["filesystem", "s3"])
 def storage_backend(request: pytest.FixtureRequest) -> dict[str, Any]:
-    if request.param == "s3":
-        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
-        return overrides
-    return {"backend": "filesystem"}
+    return storage_settings(request, request.param)
 
 
 @pytest.fixture
@@ -60,10 +57,6 @@ async def base_url(api_config: HartflowConfig, client: Client) -> AsyncIterator[
 
 def sdk(url: str, user: str | None = None, token: str | None = None) -> Any:
     return get_client(url=url, api_key=token if token is not None else TOKENS.get(user or ""))
-
-
-def http(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=30)
 
 
 def stored_keys(store: ObjectStore) -> set[str]:
@@ -90,7 +83,7 @@ async def test_every_request_needs_a_known_token(base_url: str) -> None:
 async def test_another_users_thread_is_not_found(base_url: str, api_config: HartflowConfig) -> None:
     alice, bob = sdk(base_url, "alice"), sdk(base_url, "bob")
     thread_id = (await alice.threads.create(metadata={"owner": "alice"}))["thread_id"]
-    async with http(base_url, "alice") as as_alice:
+    async with as_user(base_url, "alice") as as_alice:
         sent = await as_alice.post(f"/api/threads/{thread_id}/uploads", files={"files": ("a.txt", b"alice's")})
         assert sent.status_code == 200, sent.text
     before = stored_keys(open_object_store(api_config))
@@ -101,7 +94,7 @@ async def test_another_users_thread_is_not_found(base_url: str, api_config: Hart
     with pytest.raises(NotFoundError):
         await bob.threads.delete(thread_id)
     assert thread_id not in [t["thread_id"] for t in await bob.threads.search()]
-    async with http(base_url, "bob") as as_bob:
+    async with as_user(base_url, "bob") as as_bob:
         for response in (
             await as_bob.get(f"/api/threads/{thread_id}/uploads/list"),
             await as_bob.delete(f"/api/threads/{thread_id}/uploads/a.txt"),
@@ -128,7 +121,7 @@ async def test_uploads_may_precede_the_thread_and_each_user_has_his_own_thread_o
     user, so a second user's upload to the same new id is his own thread's, and neither sees the other's files."""
     alice, bob = sdk(base_url, "alice"), sdk(base_url, "bob")
     new_id = f"new-chat-{os.getpid()}"
-    async with http(base_url, "alice") as as_alice, http(base_url, "bob") as as_bob:
+    async with as_user(base_url, "alice") as as_alice, as_user(base_url, "bob") as as_bob:
         sent = await as_alice.post(f"/api/threads/{new_id}/uploads", files={"files": ("brief.txt", b"hello")})
         assert sent.status_code == 200, sent.text
         assert (await as_bob.get(f"/api/threads/{new_id}/uploads/list")).status_code == 404
@@ -147,7 +140,7 @@ async def test_uploads_may_precede_the_thread_and_each_user_has_his_own_thread_o
 
 async def test_uploads_and_artifacts_round_trip(base_url: str, api_config: HartflowConfig) -> None:
     thread_id = (await sdk(base_url, "alice").threads.create())["thread_id"]
-    async with http(base_url, "alice") as api:
+    async with as_user(base_url, "alice") as api:
         sent = await api.post(
             f"/api/threads/{thread_id}/uploads",
             files=[("files", ("notes.md", b"# Notes\n")), ("files", ("data.csv", b"a,b\n1,2\n"))],
@@ -196,7 +189,7 @@ async def test_traversal_and_bad_names_write_nothing(base_url: str, api_config: 
     store = open_object_store(api_config)
     thread_id = (await sdk(base_url, "alice").threads.create())["thread_id"]
     before = stored_keys(store)
-    async with http(base_url, "alice") as api:
+    async with as_user(base_url, "alice") as api:
         for bad in ("../escape.txt", "..", "sub/inner.txt", "back\\slash.txt", ".upload-1.part", ""):
             refused = await api.post(
                 f"/api/threads/{thread_id}/uploads",
@@ -231,7 +224,7 @@ async def test_symlink_out_of_the_thread_is_refused(client: Client, home: Path, 
         outputs = home / "users" / "alice" / "threads" / thread_id / "user-data" / "outputs"
         outputs.mkdir(parents=True)
         (outputs / "link.txt").symlink_to(secret)  # what a sandbox command could leave behind
-        async with http(url, "alice") as api:
+        async with as_user(url, "alice") as api:
             refused = await api.get(f"/api/threads/{thread_id}/artifacts/link.txt")
             assert refused.status_code == 400 and "not yours" not in refused.text
 
@@ -244,7 +237,7 @@ async def test_oversized_bodies_are_refused(base_url: str, api_config: HartflowC
     with pytest.raises(APIStatusError) as declared:
         await alice.threads.update(thread_id, metadata={"blob": "x" * MAX_BODY})
     assert declared.value.response.status_code == 413
-    async with http(base_url, "alice") as api:
+    async with as_user(base_url, "alice") as api:
         too_big = await api.post(f"/api/threads/{thread_id}/uploads", files={"files": ("big.bin", b"0" * MAX_BODY)})
         assert too_big.status_code == 413 and "max_body_bytes" in too_big.json()["detail"]
 
@@ -261,7 +254,7 @@ async def test_oversized_bodies_are_refused(base_url: str, api_config: HartflowC
 
 
 async def test_models_in_deerflows_shape(base_url: str, api_config: HartflowConfig) -> None:
-    async with http(base_url, "alice") as api:
+    async with as_user(base_url, "alice") as api:
         listed = (await api.get("/api/models")).json()
     # The TokenUsage middleware's switch (DeerFlow's token_usage.enabled): on unless the config turns it off.
     assert listed["token_usage"] == {"enabled": api_config.run.middlewares.token_usage.enabled}

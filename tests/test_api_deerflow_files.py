@@ -4,7 +4,6 @@ and storage, with the requests the app sends. Bob (bearer auth) gets 404 for ali
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,42 +13,27 @@ import pytest
 from temporalio.client import Client
 
 from activities.thread_store import ObjectThreadStore
+from tests.support import worker_and_api
+from tests.support.tenants import as_user, bearer_api
 from vocabulary.contracts import ThreadRef
 from workers.config import HartflowConfig, open_object_store
-from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
-from workers.worker import connect
+from workers.testing import answer, calls, make_config, tool_call, unique, write_script
 from workflows.run.present_files import NotPresentableError, presented_path
 
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 REPORT = "/mnt/user-data/outputs/report.md"
 
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
-    tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
-    return make_config(
-        home,
-        temporal_address,
-        model=write_script(tmp_path, [answer("noted")]),
-        api={
-            "auth": "bearer",
-            "tokens": tokens,
-            "allow_model_specs": True,
-            "model_scripts_dir": str(tmp_path),
-            "uploads": {"max_files": 2, "max_file_size": 1000, "max_total_size": 1500},
-        },
-    )
+    uploads = {"max_files": 2, "max_file_size": 1000, "max_total_size": 1500}
+    model = write_script(tmp_path, [answer("noted")])
+    return make_config(home, temporal_address, model=model, api=bearer_api(tmp_path, uploads=uploads))
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
-
-
-def as_user(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=60)
 
 
 def human(text: str, files: Any = None) -> dict[str, Any]:

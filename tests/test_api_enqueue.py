@@ -17,11 +17,11 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import ConflictError, UnprocessableEntityError
 from temporalio.client import Client
 
+from tests.support import model_specs, two_api_servers
 from vocabulary.contracts import ThreadRef
 from workers.client.queue import ThreadQueue
 from workers.config import HartflowConfig
 from workers.testing import answer, make_config, running_worker, serving_api, write_script
-from workers.testing.api_server import ApiServer, write_config
 from workers.worker import connect
 
 QUEUED = ["one", "two", "three", "four", "five"]
@@ -41,7 +41,7 @@ def config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
         home,
         temporal_address,
         model=write_script(tmp_path, [answer("done")]),
-        api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+        api=model_specs(tmp_path),
     )
 
 
@@ -74,43 +74,39 @@ async def test_five_queued_messages_run_in_order_once_though_an_api_server_was_k
 ) -> None:
     """The first two are sent without a strategy (langgraph-api's default, enqueue), the rest name it; the server
     that took the first three is killed before any of them ran, and a second server takes the last two."""
-    config_file = write_config(config, tmp_path)
-    first, second = ApiServer(config_file), ApiServer(config_file)
-    async with running_worker(client, config):
-        try:
-            first.start()
-            sdk = get_client(url=first.url)
-            thread_id, busy = await busy_thread(sdk, slow)
-            queued = []
-            for index, text in enumerate(QUEUED[:3]):
-                strategy: dict[str, Any] = {} if index < 2 else {"multitask_strategy": "enqueue"}
-                run = await sdk.runs.create(thread_id, "hartflow", input=user(text), **strategy)
-                assert run["status"] == "pending" and run["multitask_strategy"] == "enqueue"
-                queued.append(run["run_id"])
-            assert [r["status"] for r in await sdk.runs.list(thread_id)][:3] == ["pending"] * 3
-            first.kill()
+    with two_api_servers(config, tmp_path) as (first, second):
+        async with running_worker(client, config):
+            try:
+                first.start()
+                sdk = get_client(url=first.url)
+                thread_id, busy = await busy_thread(sdk, slow)
+                queued = []
+                for index, text in enumerate(QUEUED[:3]):
+                    strategy: dict[str, Any] = {} if index < 2 else {"multitask_strategy": "enqueue"}
+                    run = await sdk.runs.create(thread_id, "hartflow", input=user(text), **strategy)
+                    assert run["status"] == "pending" and run["multitask_strategy"] == "enqueue"
+                    queued.append(run["run_id"])
+                assert [r["status"] for r in await sdk.runs.list(thread_id)][:3] == ["pending"] * 3
+                first.kill()
 
-            second.start()
-            sdk = get_client(url=second.url)
-            for text in QUEUED[3:]:
-                run = await sdk.runs.create(thread_id, "hartflow", input=user(text), multitask_strategy="enqueue")
-                queued.append(run["run_id"])
-            assert (await sdk.runs.get(thread_id, queued[0]))["status"] == "pending"
-            release.write_text("go")
+                second.start()
+                sdk = get_client(url=second.url)
+                for text in QUEUED[3:]:
+                    run = await sdk.runs.create(thread_id, "hartflow", input=user(text), multitask_strategy="enqueue")
+                    queued.append(run["run_id"])
+                assert (await sdk.runs.get(thread_id, queued[0]))["status"] == "pending"
+                release.write_text("go")
 
-            final = await sdk.runs.join(thread_id, queued[-1])
-            assert humans(final) == ["busy", *QUEUED]
-            answers = [m["content"] for m in final["messages"] if m["type"] == "ai"]
-            assert answers == ["slow done", *["done"] * 5]
-            runs = await sdk.runs.list(thread_id)
-            assert [r["run_id"] for r in runs] == [*reversed(queued), busy]
-            assert {r["status"] for r in runs} == {"success"}
-            assert (await sdk.threads.get(thread_id))["status"] == "idle"
-        finally:
-            release.write_text("go")
-            first.stop()
-            second.stop()
-            print("".join(first.stderr + second.stderr))  # shown when the test fails
+                final = await sdk.runs.join(thread_id, queued[-1])
+                assert humans(final) == ["busy", *QUEUED]
+                answers = [m["content"] for m in final["messages"] if m["type"] == "ai"]
+                assert answers == ["slow done", *["done"] * 5]
+                runs = await sdk.runs.list(thread_id)
+                assert [r["run_id"] for r in runs] == [*reversed(queued), busy]
+                assert {r["status"] for r in runs} == {"success"}
+                assert (await sdk.threads.get(thread_id))["status"] == "idle"
+            finally:
+                release.write_text("go")
 
 
 async def test_reject_is_still_409_and_a_refused_message_queues_nothing(

@@ -8,16 +8,15 @@ request is the one DeerFlow's app sends, cited in the test."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from langgraph_sdk import get_client
 from temporalio.client import Client
 
+from tests.support.tenants import as_user, bearer_api, sdk_as
 from workers.config import ConfigError, HartflowConfig, load_config
 from workers.testing import (
     answer,
@@ -30,18 +29,8 @@ from workers.testing import (
     write_script,
 )
 
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 CHILD_USAGE = {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
 LEAD_USAGE = {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25}
-
-
-def bearer() -> dict[str, Any]:
-    tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
-    return {"auth": "bearer", "tokens": tokens}
-
-
-def http(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=30)
 
 
 @pytest.fixture
@@ -67,7 +56,7 @@ def config(home: Path, temporal_address: str) -> HartflowConfig:
         home,
         temporal_address,
         model=lead,
-        api=bearer(),
+        api=bearer_api(),
         run={"subagent_enabled": True, "subagents": {"model": child}},
     )
 
@@ -81,7 +70,7 @@ async def url(config: HartflowConfig, client: Client) -> AsyncIterator[str]:
 async def delegated_run(url: str) -> tuple[str, str, list[dict[str, Any]]]:
     """A streamed run whose lead delegates one task (``t1``): its thread, its run id and its custom events, as
     DeerFlow's app streams a chat (``frontend/src/core/threads/hooks.ts``: ``streamMode`` with ``custom``)."""
-    sdk = get_client(url=url, api_key=TOKENS["alice"])
+    sdk = sdk_as(url, "alice")
     thread_id = (await sdk.threads.create())["thread_id"]
     run_id = ""
     custom: list[dict[str, Any]] = []
@@ -129,7 +118,7 @@ async def test_a_subagents_steps_stream_live_and_are_served_after_the_run(url: s
     assert completed["result"] == "child report"
 
     base = f"/api/threads/{thread_id}/runs/{run_id}/events"
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         answered = await api.get(base, params={"event_types": "subagent.step", "task_id": "t1", "limit": "500"})
         assert answered.status_code == 200, answered.text
         served = answered.json()
@@ -197,7 +186,7 @@ async def test_run_events_refuse_bad_input_and_other_users(url: str) -> None:
     run, unknown runs and threads (404, the app then shows no steps), malformed paging (422)."""
     thread_id, run_id, _ = await delegated_run(url)
     base = f"/api/threads/{thread_id}/runs/{run_id}/events"
-    async with http(url, "alice") as alice, http(url, "bob") as bob:
+    async with as_user(url, "alice") as alice, as_user(url, "bob") as bob:
         assert (await bob.get(base)).status_code == 404
         assert (await bob.get(base, params={"event_types": "subagent.step", "task_id": "t1"})).status_code == 404
         unknown_run = f"/api/threads/{thread_id}/runs/00000000-0000-0000-0000-000000000000/events"
@@ -219,7 +208,7 @@ async def test_workspace_changes_answer_nothing_recorded_for_the_callers_runs_on
     their source runs); bob's view of alice's thread, an unknown thread and a bad flag are refused."""
     thread_id, run_id, _ = await delegated_run(url)
     path = f"/api/threads/{thread_id}/runs/{run_id}/workspace-changes"
-    async with http(url, "alice") as alice, http(url, "bob") as bob:
+    async with as_user(url, "alice") as alice, as_user(url, "bob") as bob:
         answer = await alice.get(path, params={"include_files": "true", "include_diff": "false"})
         assert answer.status_code == 200
         assert answer.json() == {
@@ -250,7 +239,7 @@ async def test_token_usage_of_a_thread(url: str) -> None:
     ``selectContextUsage`` in ``frontend/src/core/threads/token-usage.ts``); another user's or an unknown thread
     is 404, which the app shows as no counter."""
     thread_id, _, _ = await delegated_run(url)
-    async with http(url, "alice") as alice, http(url, "bob") as bob:
+    async with as_user(url, "alice") as alice, as_user(url, "bob") as bob:
         answered = await alice.get(f"/api/threads/{thread_id}/token-usage")
         assert answered.status_code == 200, answered.text
         usage = answered.json()
@@ -330,9 +319,9 @@ async def test_a_paused_runs_events_come_from_the_open_run_and_each_run_is_its_o
     chain is open, so the events come from the run itself, ending at the pause; once answered, the answer's run
     has its own events (from ``resumed`` to ``run.end``) and the first run's, now from the archive, are unchanged."""
     lead = write_script(home, [ask_clarification(options=["red", "blue"]), answer("blue it is")])
-    config = make_config(home, temporal_address, model=lead, api=bearer())
-    async with running_worker(client, config), serving_api(config, client) as url, http(url, "alice") as api:
-        sdk = get_client(url=url, api_key=TOKENS["alice"])
+    config = make_config(home, temporal_address, model=lead, api=bearer_api())
+    async with running_worker(client, config), serving_api(config, client) as url, as_user(url, "alice") as api:
+        sdk = sdk_as(url, "alice")
         thread_id = (await sdk.threads.create())["thread_id"]
         first = await sdk.runs.create(
             thread_id, "lead_agent", input={"messages": [{"role": "user", "content": "pick"}]}

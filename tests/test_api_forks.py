@@ -17,6 +17,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import ConflictError, NotFoundError, UnprocessableEntityError
 from temporalio.client import Client
 
+from tests.support import model_specs
 from workers.config import HartflowConfig
 from workers.testing import answer, make_config, running_worker, serving_api, unique, write_script
 from workers.worker import connect
@@ -42,7 +43,7 @@ async def url(home: Path, temporal_address: str, scripts_dir: Path, client: Clie
         home,
         temporal_address,
         model=write_script(scripts_dir, [answer("default answer")]),
-        api={"allow_model_specs": True, "model_scripts_dir": str(scripts_dir)},
+        api=model_specs(scripts_dir),
     )
     async with running_worker(client, config), serving_api(config, await connect(config)) as base:
         yield base

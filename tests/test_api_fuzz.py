@@ -32,7 +32,8 @@ from schemathesis import GenerationMode
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.test_api_access import TOKENS, bearer_settings
+from tests.support.tenants import TOKENS
+from tests.test_api_access import bearer_settings
 from workers.api.app import OPENAPI_PATH, routers
 from workers.config import HartflowConfig
 from workers.testing import answer, make_config, running_worker, serving_api, unique, write_script

@@ -5,7 +5,6 @@ the one-shot workflow), the feature flags, and the channels and integrations har
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +14,9 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.support import model_specs, worker_and_api
 from tests.support.fake_openai import FakeOpenAI, error_reply
+from tests.support.tenants import as_user, bearer_api
 from vocabulary.contracts import ModelCallInput
 from workers.api.input_polish import SYSTEM_INSTRUCTION, user_content
 from workers.config import HartflowConfig
@@ -47,15 +48,12 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowCon
             purpose("suggestions", answer(f"<think>three</think>{QUESTIONS}")),
         ],
     )
-    return make_config(
-        home, temporal_address, model=model, api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)}
-    )
+    return make_config(home, temporal_address, model=model, api=model_specs(tmp_path))
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
 
 
@@ -201,26 +199,18 @@ async def test_no_worker_is_a_504_naming_the_queue_and_a_model_error_a_502_witho
 async def test_suggestions_are_per_user(home: Path, temporal_address: str, client: Client, tmp_path: Path) -> None:
     """With ``api.auth: bearer`` bob's suggestions on alice's thread are the 404 of a thread nobody has, and each
     user's one-shot workflow is under their own id (``input-box.tsx``'s request)."""
-    tokens = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
     model = write_script(tmp_path, [purpose("suggestions", answer('["Why?"]')), purpose("input_polish", answer("X"))])
-    hashed = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in tokens.items()]
-    config = make_config(home, temporal_address, model=model, api={"auth": "bearer", "tokens": hashed})
+    config = make_config(home, temporal_address, model=model, api=bearer_api())
     body = {"messages": [{"role": "user", "content": "hi"}], "n": 3}
-    connected = await connect(config)
-    async with running_worker(client, config), serving_api(config, connected) as base:
-        alice, bob = (
-            httpx.AsyncClient(base_url=base, timeout=60, headers={"Authorization": f"Bearer {tokens[u]}"})
-            for u in ("alice", "bob")
-        )
-        async with alice, bob:
-            thread_id, nobody = (await alice.post("/api/threads", json={})).json()["thread_id"], unique("nobodys")
-            hers = await bob.post(f"/api/threads/{thread_id}/suggestions", json=body)
-            nobodys = await bob.post(f"/api/threads/{nobody}/suggestions", json=body)
-            assert hers.status_code == nobodys.status_code == 404
-            assert hers.json()["detail"].replace(thread_id, "T") == nobodys.json()["detail"].replace(nobody, "T")
-            mine = await alice.post(f"/api/threads/{thread_id}/suggestions", json=body)
-            assert mine.json() == {"suggestions": ["Why?"]}
-            assert (await bob.post("/api/input-polish", json={"text": "y"})).json()["rewritten_text"] == "X"
+    async with worker_and_api(config, client) as base, as_user(base, "alice") as alice, as_user(base, "bob") as bob:
+        thread_id, nobody = (await alice.post("/api/threads", json={})).json()["thread_id"], unique("nobodys")
+        hers = await bob.post(f"/api/threads/{thread_id}/suggestions", json=body)
+        nobodys = await bob.post(f"/api/threads/{nobody}/suggestions", json=body)
+        assert hers.status_code == nobodys.status_code == 404
+        assert hers.json()["detail"].replace(thread_id, "T") == nobodys.json()["detail"].replace(nobody, "T")
+        mine = await alice.post(f"/api/threads/{thread_id}/suggestions", json=body)
+        assert mine.json() == {"suggestions": ["Why?"]}
+        assert (await bob.post("/api/input-polish", json={"text": "y"})).json()["rewritten_text"] == "X"
     found = await oneshots(client, config, 2)
     assert sorted(i.rsplit(".", 1)[0] for i in found) == ["hartflow:alice:suggestions", "hartflow:bob:input_polish"]
 

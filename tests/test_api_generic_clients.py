@@ -22,12 +22,12 @@ from temporalio.client import Client
 from temporalio.exceptions import ActivityError, ApplicationError
 
 from activities.thread_store import ObjectThreadStore
+from tests.support import model_specs, worker_and_api
 from vocabulary.contracts import ThreadRef
 from workers.api.served import error_frame, redacted
 from workers.api_settings import ApiSettings
 from workers.config import HartflowConfig, open_object_store
-from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
-from workers.worker import connect
+from workers.testing import answer, calls, make_config, serving_api, tool_call, unique, write_script
 from workflows.run.fields import RunFields
 from workflows.run.view import run_error
 
@@ -56,14 +56,13 @@ def scripts(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, scripts: dict[str, str], tmp_path: Path) -> HartflowConfig:
-    api = {"allow_model_specs": True, "model_scripts_dir": str(tmp_path), "max_body_bytes": 4096}
+    api = model_specs(tmp_path, max_body_bytes=4096)
     return make_config(home, temporal_address, model=scripts["default"], api=api)
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
 
 

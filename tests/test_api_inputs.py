@@ -23,11 +23,11 @@ import pytest
 from temporalio.client import Client
 
 from activities.uploads import MAX_UPLOAD_NAME_BYTES
+from tests.support import model_specs, worker_and_api
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import runs, status
 from workers.config import HartflowConfig, open_object_store
-from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
-from workers.worker import connect
+from workers.testing import answer, calls, make_config, tool_call, unique, write_script
 
 MAX_MESSAGE_CHARS = 2000
 
@@ -53,7 +53,7 @@ def api_config(home: Path, temporal_address: str, scripts: Path) -> HartflowConf
     return make_config(
         home, temporal_address, model=write_script(scripts, [answer("first answer")]),
         run={"max_message_chars": MAX_MESSAGE_CHARS},
-        api={"allow_model_specs": True, "model_scripts_dir": str(scripts)},
+        api=model_specs(scripts),
     )  # fmt: skip
 
 
@@ -81,8 +81,7 @@ def server_errors() -> Iterator[_ServerErrors]:
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client, server_errors: _ServerErrors) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
 
 

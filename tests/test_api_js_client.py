@@ -9,7 +9,6 @@ the npm registry."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -22,6 +21,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.support import run_process
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.payloads import client_for
@@ -38,17 +38,7 @@ def _node_env() -> dict[str, str]:
 
 
 async def _run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=cwd,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=NODE_TIMEOUT)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await run_process(*argv, timeout=NODE_TIMEOUT, env=env, cwd=cwd)
 
 
 @pytest.fixture(scope="session")

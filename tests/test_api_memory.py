@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,18 +19,16 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from activities.memory_store import load_memory, save_memory
-from tests.support import wait_for_history_event
+from tests.support import storage_settings, wait_for_history_event, worker_and_api
+from tests.support.tenants import TOKENS, as_user, bearer_api
 from vocabulary.contracts import MEMORY_WORKFLOW_ID_PREFIX
 from vocabulary.contracts.memory import empty_memory
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
-from workers.testing import answer, make_config, running_worker, serving_api, unique, write_script
+from workers.testing import answer, make_config, unique, write_script
 from workers.testing.api_server import write_config
 from workers.testing.history import replay
-from workers.worker import connect
 
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
-"""By role; the user ids are each test's own (:func:`users`)."""
 EXTRACTED = {
     "user": {"workContext": {"summary": "Go developer at Acme", "shouldUpdate": True}},
     "history": {},
@@ -43,16 +40,14 @@ EXTRACTED = {
 @pytest.fixture
 def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Filesystem storage; a test marked ``parametrize("storage", [...], indirect=True)`` also runs on S3."""
-    if getattr(request, "param", "filesystem") == "s3":
-        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
-        return overrides
-    return {"backend": "filesystem"}
+    return storage_settings(request, getattr(request, "param", "filesystem"))
 
 
 @pytest.fixture
 def users() -> dict[str, str]:
-    """Role → this test's user id: a memory workflow (``hartflow-memory-{user}``) is one per user on the Temporal
-    server every test shares, so tests running side by side must not share users."""
+    """Role (``alice``, ``bob``: ``tests/support/tenants.py``) → this test's user id: a memory workflow
+    (``hartflow-memory-{user}``) is one per user on the Temporal server every test shares, so tests running side by
+    side must not share users."""
     return {role: unique(role) for role in TOKENS}
 
 
@@ -60,29 +55,23 @@ def users() -> dict[str, str]:
 def api_config(
     home: Path, temporal_address: str, tmp_path: Path, storage: dict[str, Any], users: dict[str, str]
 ) -> HartflowConfig:
-    tokens = [{"user_id": users[r], "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for r, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
         storage=storage,
         model=write_script(tmp_path, [answer("fine")]),
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+        api=bearer_api(tmp_path, users=users),
         run={"middlewares": {"memory": {"debounce_seconds": 0.2}}},
     )
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client, users: dict[str, str]) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
     for user in users.values():  # the users' memory workflows wait for conversations forever
         with contextlib.suppress(RPCError):  # never started
             await client.get_workflow_handle(f"{MEMORY_WORKFLOW_ID_PREFIX}{user}").terminate("test finished")
-
-
-def http(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=120)
 
 
 def assert_user_memory_shape(memory: dict[str, Any]) -> None:
@@ -100,7 +89,7 @@ def assert_user_memory_shape(memory: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("storage", ["filesystem", "s3"], indirect=True)
 async def test_the_memory_page_views_edits_deletes_clears_exports_and_imports(url: str) -> None:
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         loaded = (await api.get("/api/memory")).json()  # loadMemory
         assert_user_memory_shape(loaded)
         assert loaded["facts"] == []
@@ -144,7 +133,7 @@ async def test_bad_input_is_refused_and_writes_nothing(
 ) -> None:
     store = open_object_store(api_config)
     key = f"users/{users['alice']}/memory.json"
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         made = await api.post("/api/memory/facts", json={"content": "Uses vim", "category": "preference"})
         fact_id = made.json()["facts"][0]["id"]
         before = store.get(key)
@@ -178,7 +167,7 @@ async def test_each_user_has_their_own_memory(url: str, api_config: HartflowConf
     alices = empty_memory()
     alices["user"]["workContext"]["summary"] = "alice's secret project"
     save_memory(store, users["alice"], alices)
-    async with http(url, "alice") as alice, http(url, "bob") as bob:
+    async with as_user(url, "alice") as alice, as_user(url, "bob") as bob:
         fact_id = (await alice.post("/api/memory/facts", json={"content": "alice's secret"})).json()["facts"][0]["id"]
         before = store.get(key)
         assert "secret" not in (await bob.get("/api/memory")).text
@@ -204,7 +193,7 @@ async def test_an_edit_made_during_an_extraction_is_kept(
         [answer("noted"), {"for": "memory", "content": json.dumps(EXTRACTED), "wait_for_file": str(gate)}],
     )
     memory = client.get_workflow_handle(f"{MEMORY_WORKFLOW_ID_PREFIX}{users['alice']}")
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         thread_id = (await api.post("/threads", json={})).json()["thread_id"]
         ran = await api.post(
             f"/threads/{thread_id}/runs/wait",

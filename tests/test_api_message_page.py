@@ -5,7 +5,6 @@ server, worker, Temporal and storage; the model is scripted. Bob (bearer auth) g
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,43 +13,22 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from tests.support import worker_and_api
+from tests.support.tenants import as_user, bearer_api
 from workers.config import HartflowConfig
-from workers.testing import (
-    answer,
-    ask_clarification,
-    calls,
-    make_config,
-    running_worker,
-    serving_api,
-    tool_call,
-    unique,
-    write_script,
-)
-from workers.worker import connect
-
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
+from workers.testing import answer, ask_clarification, calls, make_config, tool_call, unique, write_script
 
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowConfig:
-    tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
-    return make_config(
-        home,
-        temporal_address,
-        model=write_script(tmp_path, [answer("noted")]),
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
-    )
+    model = write_script(tmp_path, [answer("noted")])
+    return make_config(home, temporal_address, model=model, api=bearer_api(tmp_path))
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
-
-
-def as_user(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=60)
 
 
 async def run(http: httpx.AsyncClient, thread_id: str, body: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
 from temporalio.client import Client
 
+from tests.support import model_specs
 from workers.testing import answer, make_config, running_worker, serving_api, write_script
 from workers.worker import connect
 
@@ -41,7 +42,7 @@ async def sdk(home: Path, temporal_address: str, tmp_path: Path, client: Client)
         home,
         temporal_address,
         model=write_script(tmp_path, [answer("done")]),
-        api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+        api=model_specs(tmp_path),
     )
     async with running_worker(client, config), serving_api(config, await connect(config)) as base:
         yield get_client(url=base)

@@ -8,7 +8,6 @@ scripted."""
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import io
 import json
 import stat
@@ -23,14 +22,14 @@ from temporalio.client import Client
 
 from activities.thread_files import ThreadFiles
 from activities.user_skills import MAX_UNPACKED_BYTES, SkillArchiveError, read_archive
+from tests.support import storage_settings, worker_and_api
+from tests.support.tenants import as_user, bearer_api
 from vocabulary.contracts import ThreadRef
 from workers.cli import run_command
 from workers.config import HartflowConfig, open_object_store
-from workers.testing import answer, make_config, running_worker, serving_api, write_script
+from workers.testing import answer, make_config, write_script
 from workers.testing.api_server import write_config
-from workers.worker import connect
 
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 SKILL_MD = "---\nname: {name}\ndescription: {description}\nlicense: MIT\n---\n# {name}\n\nDo it well.\n"
 
 
@@ -53,15 +52,11 @@ def archive(members: dict[str, bytes], *, links: tuple[str, ...] = ()) -> bytes:
 @pytest.fixture
 def storage(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Filesystem storage; a test marked ``parametrize("storage", [...], indirect=True)`` also runs on S3."""
-    if getattr(request, "param", "filesystem") == "s3":
-        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
-        return overrides
-    return {"backend": "filesystem"}
+    return storage_settings(request, getattr(request, "param", "filesystem"))
 
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[str, Any]) -> HartflowConfig:
-    tokens = [{"user_id": u, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for u, t in TOKENS.items()]
     root = home / "skills"
     for category, name in (("public", "pdf"), ("public", "locked")):
         (root / category / name).mkdir(parents=True)
@@ -71,7 +66,7 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[
         temporal_address,
         storage=storage,
         model=write_script(tmp_path, [answer("fine")]),
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+        api=bearer_api(tmp_path),
         skills={"disabled": ["locked"]},
         run={"middlewares": {"memory": {"enabled": False}}},
     )
@@ -79,13 +74,8 @@ def api_config(home: Path, temporal_address: str, tmp_path: Path, storage: dict[
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
-
-
-def http(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=120)
 
 
 async def new_thread_with(api: httpx.AsyncClient, config: HartflowConfig, user: str, files: dict[str, bytes]) -> str:
@@ -103,7 +93,7 @@ def by_name(listed: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 @pytest.mark.parametrize("storage", ["filesystem", "s3"], indirect=True)
 async def test_the_skills_page_lists_toggles_installs_and_deletes(url: str, api_config: HartflowConfig) -> None:
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         listed = (await api.get("/api/skills")).json()  # loadSkills: json.skills as Skill[]
         assert by_name(listed)["pdf"] == {
             "name": "pdf",
@@ -172,7 +162,7 @@ BAD_ARCHIVES = {
 
 async def test_bad_archives_and_bodies_are_refused_and_write_nothing(url: str, api_config: HartflowConfig) -> None:
     store = open_object_store(api_config)
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         thread_id = await new_thread_with(api, api_config, "alice", {n: data for n, (data, _) in BAD_ARCHIVES.items()})
         for name, (_, status) in BAD_ARCHIVES.items():
             body = {"thread_id": thread_id, "path": f"mnt/user-data/outputs/{name}"}
@@ -209,7 +199,7 @@ async def test_each_user_has_their_own_skills_and_the_next_run_sees_them(
         assert done.status_code == 200, done.text
         return str(done.json()["messages"][-1]["content"])
 
-    async with http(url, "alice") as alice, http(url, "bob") as bob:
+    async with as_user(url, "alice") as alice, as_user(url, "bob") as bob:
         thread_id = await new_thread_with(
             alice, api_config, "alice", {"h.skill": archive({"SKILL.md": skill_md("haiku")})}
         )

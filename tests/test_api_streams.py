@@ -15,6 +15,7 @@ import pytest
 from langgraph_sdk import get_client
 from temporalio.client import Client, WorkflowFailureError
 
+from tests.support import two_api_servers
 from vocabulary.contracts import ThreadRef
 from vocabulary.workflow_ids import run_workflow_id
 from workers.api import records
@@ -22,7 +23,7 @@ from workers.api.status import Chain
 from workers.api.stream import RunFrames, run_frames
 from workers.config import HartflowConfig, open_object_store
 from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
-from workers.testing.api_server import ApiServer, CuttingProxy, write_config
+from workers.testing.api_server import CuttingProxy
 from workers.worker import connect
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
@@ -166,10 +167,8 @@ def ask_config(home: Path, temporal_address: str, tmp_path: Path) -> HartflowCon
 async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes_it(
     client: Client, ask_config: HartflowConfig, tmp_path: Path
 ) -> None:
-    config_file = write_config(ask_config, tmp_path)
-    first, second = ApiServer(config_file), ApiServer(config_file)
-    async with running_worker(client, ask_config):
-        try:
+    with two_api_servers(ask_config, tmp_path) as (first, second):
+        async with running_worker(client, ask_config):
             first.start()
             sdk = get_client(url=first.url)
             thread_id = (await sdk.threads.create())["thread_id"]
@@ -205,10 +204,6 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
                 sdk.runs.join_stream(thread_id, resumed_run, stream_mode=MODES, last_event_id="-1")
             )
             assert frames(on_first) == frames(resumed)
-        finally:
-            first.stop()
-            second.stop()
-            print("".join(first.stderr + second.stderr))  # shown when the test fails
 
 
 async def test_a_run_that_closes_while_its_stream_is_read_ends_from_its_archive(

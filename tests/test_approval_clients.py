@@ -6,10 +6,7 @@ the ``hartflow`` CLI in processes of its own (``approve``, ``approve --edit``, `
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import BadRequestError, UnprocessableEntityError
 from temporalio.client import Client
 
-from tests.support import start_run, thread_state
+from tests.support import hartflow_cli, start_run, thread_state
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.testing import (
@@ -35,7 +32,7 @@ from workers.testing import (
     write_script,
 )
 from workers.testing.history import history_events, scheduled_activities
-from workers.testing.processes import REPO, kill_hard, worker_process
+from workers.testing.processes import kill_hard, worker_process
 from workers.worker import connect
 
 GATED = {"rules": [{"tool": "bash", "args": {"command": "^echo"}, "allowed_decisions": ["approve", "edit", "reject"]}]}
@@ -156,25 +153,6 @@ async def test_a_timeout_over_the_api_clears_the_interrupt_and_the_state_shows_t
 # -- the CLI, and a worker killed while the run waits ---------------------------------------------------------
 
 
-async def _hartflow(config_file: Path, *args: str) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "workers.cli",
-        *args,
-        "--config",
-        str(config_file),
-        env={**env, "PYTHONPATH": str(REPO)},
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=180)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def test_the_cli_lists_approves_edits_rejects_and_a_killed_worker_runs_the_call_once(
     client: Client, home: Path, temporal_address: str, tmp_path: Path
 ) -> None:
@@ -187,25 +165,25 @@ async def test_the_cli_lists_approves_edits_rejects_and_a_killed_worker_runs_the
         assert (await settle(handle)).status == "awaiting_approval"
         kill_hard(worker)  # the run waits with no worker at all
 
-    code, out, err = await _hartflow(cli, "runs", "--awaiting", "approval", "--json")
+    code, out, err = await hartflow_cli(cli, "runs", "--awaiting", "approval", "--json")
     assert code == 0, err
     [row] = [r for r in json.loads(out)["approvals"] if r["workflow_id"] == handle.id]
     assert (row["call_id"], row["tool"], row["args"]) == ("b1", "bash", "command='echo first'")
     assert row["deadline"] > row["requested_at"]
 
     with worker_process(config, tmp_path / "worker-2.yaml"):
-        code, out, err = await _hartflow(cli, "approve", thread_id, "--json")
+        code, out, err = await hartflow_cli(cli, "approve", thread_id, "--json")
         assert code == 3, err  # paused again, on the second call
-        code, out, err = await _hartflow(cli, "approve", thread_id, "--call", "nope")
+        code, out, err = await hartflow_cli(cli, "approve", thread_id, "--call", "nope")
         assert code == 2 and "unknown call 'nope'" in err
         edited = tmp_path / "args.json"
         edited.write_text(json.dumps({"command": "echo EDITED"}))
-        code, out, err = await _hartflow(cli, "approve", thread_id, "--call", "b2", "--edit", str(edited), "--json")
+        code, out, err = await hartflow_cli(cli, "approve", thread_id, "--call", "b2", "--edit", str(edited), "--json")
         assert code == 3, err
-        code, out, err = await _hartflow(cli, "reject", thread_id, "--reason", "not this one", "--json")
+        code, out, err = await hartflow_cli(cli, "reject", thread_id, "--reason", "not this one", "--json")
         assert code == 0, err
         assert json.loads(out)["final_message"] == "all done"
-        code, out, err = await _hartflow(cli, "state", thread_id, "--json")
+        code, out, err = await hartflow_cli(cli, "state", thread_id, "--json")
         assert code == 0, err
     audit = json.loads(out)["approvals"]
     assert [(r["decisions"][0]["type"], r["decisions"][0]["via"]) for r in audit] == [

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -17,14 +15,13 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from tests.support import start_run, thread_state
+from tests.support import hartflow_cli, run_process, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
 from workers.devserver import find_temporal_cli
 from workers.testing import answer, ask_clarification, make_config, running_worker, settle, unique, write_script
 from workers.testing.history import history_events, scheduled_inputs
-from workers.testing.processes import REPO
 from workers.testing.temporal import private_dev_server, time_skipping_environment
 from workflows import search_attributes as sa
 from workflows.run import RunView
@@ -36,26 +33,10 @@ def _messages(home: Path, thread_id: str) -> list[dict[str, Any]]:
     return messages
 
 
-async def _run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        env=env,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), timeout=120)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 async def _hartflow(config: HartflowConfig, config_file: Path, *args: str) -> tuple[int, str, str]:
     """The ``hartflow`` CLI in a process of its own, pointed at ``config``'s server and task queue."""
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json", exclude_none=True)))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
-    return await _run(
-        sys.executable, "-m", "workers.cli", *args, "--config", str(config_file), env={**env, "PYTHONPATH": str(REPO)}
-    )
+    return await hartflow_cli(config_file, *args, timeout=120)
 
 
 async def test_a_paused_run_survives_a_server_crash_and_another_process_answers(tmp_path: Path, home: Path) -> None:
@@ -104,7 +85,7 @@ async def test_the_official_temporal_cli_answers_with_a_string_and_with_an_objec
         for payload in ('{"option_id": "option-2", "request_id": "clarification:ask1"}', '"light"'):
             view = await settle(handle)
             assert view.status == "awaiting_input"
-            code, _, err = await _run(
+            code, _, err = await run_process(
                 find_temporal_cli(),
                 "workflow",
                 "signal",
@@ -116,6 +97,7 @@ async def test_the_official_temporal_cli_answers_with_a_string_and_with_an_objec
                 "clarification_reply",
                 "--input",
                 payload,
+                timeout=120,
             )
             assert code == 0, err
         final = await handle.result()

@@ -18,7 +18,7 @@ from temporalio.client import Client
 from activities.thread_store import FilesystemThreadStore
 from middlewares.deferred_tool_filter import DeferredToolFilterMiddleware, ToolSearchConfig, blocked_message
 from tests.support import start_run
-from tests.support.mcp_servers import SupervisedHttpServer, make_repository, our_server_stdio
+from tests.support.mcp_servers import SupervisedHttpServer, make_repository, our_server_stdio, supervised_http_server
 from tests.support.mcp_test_server import tiny_png
 from vocabulary.contracts import McpCallInput, ModelCallInput, ThreadRef
 from vocabulary.state import ThreadState
@@ -145,11 +145,8 @@ async def test_time_and_git_tools_run_through_pooled_stdio_sessions(
 
 @pytest.fixture
 def http_server(tmp_path: Path) -> Iterator[SupervisedHttpServer]:
-    server = SupervisedHttpServer(tmp_path, env={"EXPECTED_API_KEY": SECRET}).start()
-    try:
+    with supervised_http_server(tmp_path, SECRET) as server:
         yield server
-    finally:
-        server.stop()
 
 
 async def test_http_transport_headers_from_the_environment_images_and_budget(
@@ -270,9 +267,7 @@ async def test_sse_transport_and_a_stdio_server_that_dies_mid_call(
 ) -> None:
     monkeypatch.setenv("HARTFLOW_TEST_MCP_KEY", SECRET)
     (tmp_path / "sse").mkdir()
-    sse = SupervisedHttpServer(tmp_path / "sse", env={"EXPECTED_API_KEY": SECRET}, sse=True)
-    sse.start()
-    try:
+    with supervised_http_server(tmp_path / "sse", SECRET, sse=True) as sse:
         config = make_config(
             home,
             temporal_address,
@@ -298,8 +293,6 @@ async def test_sse_transport_and_a_stdio_server_that_dies_mid_call(
             handle = await start_run(client, config, "who and where?", model=model, thread_id=thread)
             view = await settle(handle)
             history = (await handle.fetch_history()).to_json()
-    finally:
-        sse.stop()
     assert view.status == "completed"
     _, results = _results(home, config, thread)
     assert results["w1"].content == "authorized"

@@ -18,10 +18,11 @@ from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 from temporalio.client import Client
 
+from tests.support import model_specs, worker_and_api
 from tests.support.kube import eventually_async
 from workers.config import HartflowConfig
 from workers.schedules.book import Book, ScheduleNotFound
-from workers.testing import answer, calls, make_config, running_worker, serving_api, tool_call, unique, write_script
+from workers.testing import answer, calls, make_config, tool_call, unique, write_script
 from workers.worker import connect
 
 
@@ -44,18 +45,12 @@ def scripts(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, scripts: dict[str, str], tmp_path: Path) -> HartflowConfig:
-    return make_config(
-        home,
-        temporal_address,
-        model=scripts["default"],
-        api={"allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
-    )
+    return make_config(home, temporal_address, model=scripts["default"], api=model_specs(tmp_path))
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
 
 

@@ -14,8 +14,7 @@ from langgraph_sdk import get_client
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from tests.support import start_run, thread_state
-from tests.test_approval_clients import _hartflow
+from tests.support import hartflow_cli, start_run, thread_state
 from vocabulary.workflow_ids import run_workflow_id
 from workers.testing import answer, calls, make_config, running_worker, serving_api, settle, tool_call, write_script
 from workers.worker import WORKFLOWS, connect, workflow_runner
@@ -91,7 +90,7 @@ async def test_a_subagents_approval_is_the_leads_interrupt_its_inbox_row_and_its
         thread_id = (await sdk.threads.create())["thread_id"]
         start = {"messages": [{"role": "user", "content": "delegate it"}]}
         paused = await sdk.runs.wait(thread_id, "hartflow", input=start)
-        code, out, err = await _hartflow(cli, "runs", "--awaiting", "approval", "--json")
+        code, out, err = await hartflow_cli(cli, "runs", "--awaiting", "approval", "--json")
         assert code == 0, err
         rows = [row for row in json.loads(out)["approvals"] if row["thread_id"] == thread_id]
         reject = {"type": "reject", "message": "not from a subagent"}

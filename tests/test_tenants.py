@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph_sdk import get_client
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Replayer
 
+from tests.support import worker_and_api
+from tests.support.tenants import bearer_api, sdk_as
 from vocabulary.breaker import WORKFLOW_NAME as BREAKER_WORKFLOW
 from vocabulary.breaker import breaker_workflow_id
 from vocabulary.contracts import MEMORY_WORKFLOW, MEMORY_WORKFLOW_ID_PREFIX
@@ -31,12 +31,10 @@ from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.config import HartflowConfig, open_object_store
 from workers.models import select_model
 from workers.payloads import client_for
-from workers.testing import answer, ask_clarification, make_config, running_worker, serving_api, write_script
-from workers.worker import WORKFLOWS, connect, workflow_runner
+from workers.testing import answer, ask_clarification, make_config, write_script
+from workers.worker import WORKFLOWS, workflow_runner
 from workflows import search_attributes as sa
 from workflows.run import WORKFLOW_NAME, RunInput, RunWorkflow
-
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
 
 
 @pytest.fixture
@@ -49,26 +47,20 @@ def scripts(tmp_path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, scripts: dict[str, str], tmp_path: Path) -> HartflowConfig:
-    tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
         model=scripts["ask"],
         # Every payload goes to storage (a reference stays in history): deleting another run's is then fatal to it.
         storage={"payload_threshold_bytes": 1024},
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+        api=bearer_api(tmp_path),
     )
 
 
 @pytest.fixture
 async def url(api_config: HartflowConfig, client: Client) -> AsyncIterator[str]:
-    connected = await connect(api_config)
-    async with running_worker(client, api_config), serving_api(api_config, connected) as base:
+    async with worker_and_api(api_config, client) as base:
         yield base
-
-
-def sdk(url: str, user: str) -> Any:
-    return get_client(url=url, api_key=TOKENS[user])
 
 
 def user(text: str) -> dict[str, Any]:
@@ -92,7 +84,7 @@ async def workflow_type(client: Client, workflow_id: str) -> str | None:
 async def test_deleting_your_own_thread_of_a_name_leaves_another_users_paused_run_whole(
     url: str, api_config: HartflowConfig
 ) -> None:
-    alice, bob = sdk(url, "alice"), sdk(url, "bob")
+    alice, bob = sdk_as(url, "alice"), sdk_as(url, "bob")
     thread_id = (await alice.threads.create())["thread_id"]
     await alice.runs.wait(thread_id, "hartflow", input=user("paint it"))
     assert (await alice.threads.get(thread_id))["status"] == "interrupted"
@@ -111,7 +103,7 @@ async def test_deleting_your_own_thread_of_a_name_leaves_another_users_paused_ru
 async def test_another_user_can_neither_block_nor_see_a_thread_of_the_same_name(
     url: str, client: Client, scripts: dict[str, str]
 ) -> None:
-    alice, bob = sdk(url, "alice"), sdk(url, "bob")
+    alice, bob = sdk_as(url, "alice"), sdk_as(url, "bob")
     thread_id = (await alice.threads.create())["thread_id"]
     await alice.runs.wait(thread_id, "hartflow", input=user("paint it"))  # paused
 
@@ -128,7 +120,7 @@ async def test_another_user_can_neither_block_nor_see_a_thread_of_the_same_name(
 
 
 async def test_no_thread_name_reaches_a_memory_queue_or_a_breaker(url: str, client: Client) -> None:
-    alice = sdk(url, "alice")
+    alice = sdk_as(url, "alice")
     names = ["memory-bob", "breaker-openai-gpt-4o"]
     for name in names:
         await alice.threads.create(thread_id=name)
@@ -145,7 +137,7 @@ async def test_a_run_started_under_the_legacy_id_is_found_answered_and_replayed_
 ) -> None:
     """A run an earlier hartflow started as ``hartflow-{thread}`` (as its clients did: that id, the user in its
     search attributes) keeps working after the upgrade, for its user and nobody else."""
-    alice, bob = sdk(url, "alice"), sdk(url, "bob")
+    alice, bob = sdk_as(url, "alice"), sdk_as(url, "bob")
     thread_id = (await alice.threads.create())["thread_id"]
     legacy_id = legacy_run_workflow_id(thread_id)
     handle = await client_for(client, api_config).start_workflow(
@@ -201,7 +193,7 @@ async def test_a_delete_racing_a_run_create_never_leaves_a_run_that_cannot_end(
     """The delete lists the thread's stored runs, then removes them: a run starting meanwhile is not among them,
     and the start inputs (shared by the id's runs) go only while no run is open. Before, the delete removed the
     new run's input, and every workflow task of that run failed for good: a run no cancel or delete could end."""
-    alice = sdk(url, "alice")
+    alice = sdk_as(url, "alice")
     quick = {"model_name": scripts["answer"]}
     for _ in range(8):
         thread_id = (await alice.threads.create())["thread_id"]

@@ -10,7 +10,6 @@ S3 stores, the local sandbox provider. The pod's ``/v1/files`` is covered in ``t
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -21,7 +20,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from langgraph_sdk import get_client
 from langgraph_sdk.errors import NotFoundError
 from temporalio.client import Client
 
@@ -30,21 +28,11 @@ from activities.sandbox.local import LocalSandboxProvider
 from activities.storage.filesystem import FilesystemObjectStore
 from activities.thread_files import ThreadFiles
 from activities.thread_lifecycle import delete_thread
+from tests.support.tenants import as_user, bearer_api, sdk_as
 from vocabulary.contracts import ThreadRef
 from workers.cli import run_command
 from workers.config import open_object_store
 from workers.testing import make_config, serving_api
-
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
-
-
-def bearer() -> dict[str, Any]:
-    tokens = [{"user_id": user, "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for user, t in TOKENS.items()]
-    return {"auth": "bearer", "tokens": tokens}
-
-
-def http(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=30)
 
 
 def user_data(home: Path, user: str, thread_id: str) -> Path:
@@ -85,12 +73,12 @@ def tracebacks() -> Iterator[_Tracebacks]:
 
 @pytest.fixture
 async def fs_api(home: Path, temporal_address: str, client: Client) -> AsyncIterator[str]:
-    async with serving_api(make_config(home, temporal_address, api=bearer()), client) as url:
+    async with serving_api(make_config(home, temporal_address, api=bearer_api()), client) as url:
         yield url
 
 
 async def new_thread(url: str, user: str) -> str:
-    thread_id: str = (await get_client(url=url, api_key=TOKENS[user]).threads.create())["thread_id"]
+    thread_id: str = (await sdk_as(url, user).threads.create())["thread_id"]
     return thread_id
 
 
@@ -102,7 +90,7 @@ async def test_outputs_linked_to_the_root_serves_no_host_file(fs_api: str, home:
     folder = user_data(home, "alice", thread_id)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "outputs").symlink_to("/")  # `ln -s / /mnt/user-data/outputs`, from host bash or an MCP tool
-    async with http(fs_api, "alice") as api:
+    async with as_user(fs_api, "alice") as api:
         for path in ("etc/passwd", "mnt/user-data/outputs/etc/passwd", "proc/self/environ", "etc/hostname"):
             response = await api.get(f"/api/threads/{thread_id}/artifacts/{path}")
             assert_refused(response, "root:", "PATH=")
@@ -112,7 +100,7 @@ async def test_uploads_linked_to_another_users_folder_are_neither_written_listed
     fs_api: str, home: Path, tracebacks: _Tracebacks
 ) -> None:
     alices, bobs = await new_thread(fs_api, "alice"), await new_thread(fs_api, "bob")
-    async with http(fs_api, "bob") as as_bob:
+    async with as_user(fs_api, "bob") as as_bob:
         sent = await as_bob.post(f"/api/threads/{bobs}/uploads", files={"files": ("bob.txt", b"bob's own")})
         assert sent.status_code == 200, sent.text
     victim = user_data(home, "bob", bobs) / "uploads"
@@ -120,7 +108,7 @@ async def test_uploads_linked_to_another_users_folder_are_neither_written_listed
     folder = user_data(home, "alice", alices)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "uploads").symlink_to(victim)
-    async with http(fs_api, "alice") as api:
+    async with as_user(fs_api, "alice") as api:
         written = await api.post(f"/api/threads/{alices}/uploads", files={"files": ("a.txt", b"alice's")})
         assert_refused(written)
         listed = await api.get(f"/api/threads/{alices}/uploads/list")
@@ -140,7 +128,7 @@ async def test_a_linked_user_data_thread_folder_or_nested_folder_leads_nowhere(
     (bobs_folder / "user-data/outputs/report.md").write_text("bob's report")
     alices_folder = home / "users/alice/threads" / alices
     (alices_folder / "user-data/outputs").mkdir(parents=True)
-    async with http(fs_api, "alice") as api:
+    async with as_user(fs_api, "alice") as api:
 
         async def refused(path: str) -> None:
             assert_refused(await api.get(f"/api/threads/{alices}/artifacts/{path}"), "bob's report", bobs)
@@ -164,7 +152,7 @@ async def test_a_linked_user_data_thread_folder_or_nested_folder_leads_nowhere(
 async def test_a_thread_folder_replaced_by_a_link_is_not_that_thread(
     fs_api: str, home: Path, tracebacks: _Tracebacks
 ) -> None:
-    alice, bob = get_client(url=fs_api, api_key=TOKENS["alice"]), get_client(url=fs_api, api_key=TOKENS["bob"])
+    alice, bob = sdk_as(fs_api, "alice"), sdk_as(fs_api, "bob")
     bobs = (await bob.threads.create(metadata={"owner": "bob"}))["thread_id"]
     bobs_folder = home / "users/bob/threads" / bobs
     (bobs_folder / "user-data/outputs").mkdir(parents=True)
@@ -173,7 +161,7 @@ async def test_a_thread_folder_replaced_by_a_link_is_not_that_thread(
     (home / "users/alice/threads" / bobs).symlink_to(bobs_folder)
     with pytest.raises(NotFoundError):
         await alice.threads.get(bobs)
-    async with http(fs_api, "alice") as api:
+    async with as_user(fs_api, "alice") as api:
         assert_refused(await api.get(f"/api/threads/{bobs}/artifacts/report.md"), "bob's report")
         assert_refused(await api.get(f"/api/threads/{bobs}/uploads/list"))
     assert (await bob.threads.get(bobs))["metadata"] == {"owner": "bob"}
@@ -185,7 +173,7 @@ async def test_a_thread_folder_replaced_by_a_link_is_not_that_thread(
 async def test_a_linked_outputs_folder_in_a_working_copy_crosses_neither_way(
     home: Path, tmp_path: Path, temporal_address: str, client: Client, s3_storage: dict[str, Any]
 ) -> None:
-    config = make_config(home, temporal_address, storage=s3_storage, api=bearer())
+    config = make_config(home, temporal_address, storage=s3_storage, api=bearer_api())
     store = open_object_store(config)
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -201,7 +189,7 @@ async def test_a_linked_outputs_folder_in_a_working_copy_crosses_neither_way(
         files.push(thread)  # after the tool call
         store.put(f"{ThreadFiles.prefix(thread)}outputs/planted.txt", b"from storage")
         files.pull(thread)  # before the next one
-        async with http(url, "alice") as api:
+        async with as_user(url, "alice") as api:
             assert_refused(await api.get(f"/api/threads/{thread_id}/artifacts/secret.txt"), "host secret")
     assert sorted(os.listdir(outside)) == ["secret.txt"]
     assert store.head(f"{ThreadFiles.prefix(thread)}outputs/secret.txt") is None

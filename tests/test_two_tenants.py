@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import re
 import sys
@@ -49,6 +48,8 @@ from activities.memory_store import empty_memory, save_memory
 from activities.storage import ObjectStore
 from activities.storage.payloads import encode_segment
 from activities.user_skills import SkillBundle, install
+from tests.support import storage_settings, worker_and_api
+from tests.support.tenants import as_user, bearer_api
 from vocabulary.contracts import MEMORY_WORKFLOW_ID_PREFIX
 from vocabulary.workflow_ids import legacy_run_workflow_id, run_workflow_id
 from workers.api.app import PREFIXES, create_app
@@ -61,19 +62,15 @@ from workers.testing import (
     ask_clarification,
     calls,
     make_config,
-    running_worker,
-    serving_api,
     tool_call,
     unique,
     write_script,
 )
-from workers.worker import connect
 
-TOKENS = {"alice": "alice-token-0123456789", "bob": "bob-token-9876543210"}
-"""By role; each test's users are :data:`ALICE` and :data:`BOB`."""
 ALICE, BOB = "alice", "bob"
-"""The user ids of this test (:func:`users_of_this_test`): a user's memory workflow (``hartflow-memory-{user}``)
-is one per Temporal namespace, and the tests running beside this one on the same server have their own."""
+"""The user ids of this test (:func:`users_of_this_test`) for the roles ``alice`` and ``bob`` of
+``tests/support/tenants.py``: a user's memory workflow (``hartflow-memory-{user}``) is one per Temporal namespace,
+and the tests running beside this one on the same server have their own."""
 UPLOAD = "brief.txt"
 ARTIFACT = "report.md"
 
@@ -466,10 +463,7 @@ def users_of_this_test(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(params=["filesystem", "s3"])
 def storage_backend(request: pytest.FixtureRequest) -> dict[str, Any]:
-    if request.param == "s3":
-        overrides: dict[str, Any] = request.getfixturevalue("s3_storage")
-        return overrides
-    return {"backend": "filesystem"}
+    return storage_settings(request, request.param)
 
 
 @pytest.fixture
@@ -480,8 +474,6 @@ def secret() -> str:
 
 @pytest.fixture
 def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any], tmp_path: Path) -> HartflowConfig:
-    users = {"alice": ALICE, "bob": BOB}
-    tokens = [{"user_id": users[r], "token_sha256": hashlib.sha256(t.encode()).hexdigest()} for r, t in TOKENS.items()]
     return make_config(
         home,
         temporal_address,
@@ -491,15 +483,11 @@ def api_config(home: Path, temporal_address: str, storage_backend: dict[str, Any
             [answer("fine"), {**answer("fine"), "for": "input_polish"}, {**answer('["ok?"]'), "for": "suggestions"}],
         ),
         storage={**storage_backend, "payload_threshold_bytes": 1024},  # most payloads in storage, none lost
-        api={"auth": "bearer", "tokens": tokens, "allow_model_specs": True, "model_scripts_dir": str(tmp_path)},
+        api=bearer_api(tmp_path, users={"alice": ALICE, "bob": BOB}),
         # No memory extraction: it would change alice's memory while bob walks. Injection stays on, so a run of
         # bob's would show alice's memory if it read hers.
         run={"middlewares": {"memory": {"enabled": False}}},
     )
-
-
-def http(url: str, user: str) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKENS[user]}"}, timeout=60)
 
 
 def is_bobs(key: str) -> bool:
@@ -587,7 +575,7 @@ async def build_alices_thread(url: str, config: HartflowConfig, secret: str, tmp
         ALICES_SKILL, f"{secret} skill", {"SKILL.md": f"---\nname: {ALICES_SKILL}\ndescription: x\n---\n".encode()}
     )
     install(open_object_store(config), ALICE, skill, deployment=[])
-    async with http(url, "alice") as api:
+    async with as_user(url, "alice") as api:
         created = await api.post("/threads", json={"metadata": {"owner": "alice", "secret": secret}})
         thread_id = created.json()["thread_id"]
         sent = await api.post(f"/threads/{thread_id}/uploads", files={"files": (UPLOAD, f"{secret} brief".encode())})
@@ -707,7 +695,7 @@ class Walker:
 
     async def give_bob_his_own_threads(self) -> None:
         """Phase ``own``: bob's own thread of alice's name (and of the control's), with an upload and a run."""
-        async with http(self.url, "bob") as api:
+        async with as_user(self.url, "bob") as api:
             for ids in (self.alice_ids, self.control):
                 made = await api.post("/threads", json={"thread_id": ids.thread_id, "metadata": {"owner": "bob"}})
                 assert made.status_code == 200, made.text
@@ -721,7 +709,7 @@ class Walker:
 
     async def walk(self, phase: str, routes: list[tuple[str, str, str]]) -> None:
         self.listing = keys(self.store)
-        async with http(self.url, "bob") as api:
+        async with as_user(self.url, "bob") as api:
             for method, template, bare in routes:
                 walk = ROUTES[(method, bare)]
                 for alices, controls in zip(walk.requests(self.alice_ids), walk.requests(self.control), strict=True):
@@ -835,8 +823,8 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         # A prefix mounts the same handlers again: the filesystem walk takes both, this one the /api layout only.
         routes = [route for route in routes if route[1].startswith("/api/")]
 
-    connected = await connect(api_config)  # with the config's claim check: payloads over the threshold are stored
-    async with running_worker(client, api_config), serving_api(api_config, connected) as url:
+    # The server's client has the config's claim check: payloads over the threshold are stored.
+    async with worker_and_api(api_config, client) as url:
         alice = await build_alices_thread(url, api_config, secret, tmp_path)
         store = open_object_store(api_config)
         alices_keys = {key: etag for key, etag in keys(store).items() if not is_bobs(key)}
@@ -860,7 +848,7 @@ async def test_bob_walks_every_route_and_command_and_learns_nothing_of_alices_th
         started = {execution.id async for execution in client.list_workflows(queue)}
         bobs = (f"hartflow:{BOB}:", f"{MEMORY_WORKFLOW_ID_PREFIX}{BOB}")  # his runs; his memory, which his edits start
         assert {i for i in started if not i.startswith(bobs)} == {alices_workflow}, "only bob's workflows"
-        async with http(url, "alice") as api:
+        async with as_user(url, "alice") as api:
             assert await alices_views(api, alice.thread_id) == alice.views
             final = await api.post(f"/threads/{alice.thread_id}/runs/wait", json={"command": {"resume": "blue"}})
             assert final.status_code == 200 and f"{secret} all blue" in final.text, final.text

@@ -1,16 +1,23 @@
-"""Helpers only the test modules share: starting a run, a stub run context for hook unit tests, and reading a
-thread's committed state. What an extension's tests need too (servers, configs, scripts, workers, histories)
-is in ``workers.testing``."""
+"""Helpers only the test modules share: starting a run, a worker with an API server (or two server processes), the
+``hartflow`` CLI (or any command) in a process of its own, a storage backend's settings, a stub run context for hook
+unit tests, and reading a thread's committed state. What an extension's tests need too (servers, configs, scripts,
+workers, histories) is in ``workers.testing``; the two users of the per-user tests are in
+``tests/support/tenants.py``."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import os
 import random
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ActivityError, RetryState
 
@@ -22,7 +29,10 @@ from vocabulary.contracts import ThreadRef
 from workers.client.runs import Runs, RunStart
 from workers.config import HartflowConfig
 from workers.payloads import client_for
-from workers.testing import unique
+from workers.testing import running_worker, serving_api, unique
+from workers.testing.api_server import ApiServer, write_config
+from workers.testing.processes import REPO
+from workers.worker import connect
 from workflows.run import RunView
 
 
@@ -40,6 +50,70 @@ async def start_run(
     run = RunStart(thread, message, model, config.run, files=tuple(files or ()))
     # The handle reads results through the config's converter, so large results (claim-checked) decode.
     return await Runs(client_for(client, config), config.temporal.task_queue).start(run)
+
+
+async def run_process(
+    *argv: str, timeout: float, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> tuple[int, str, str]:
+    """``argv`` in a process of its own (no stdin), awaited without blocking this loop (a worker may run on it):
+    its exit code, stdout and stderr."""
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=timeout)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+async def hartflow_cli(config_file: Path, *args: str, timeout: float = 180) -> tuple[int, str, str]:
+    """``hartflow ARGS --config FILE`` in a process of its own, as a user runs it (none of this process's
+    ``HARTFLOW_`` or ``TEMPORAL_`` variables): its exit code, stdout and stderr (:func:`run_process`)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HARTFLOW_", "TEMPORAL_"))}
+    argv = (sys.executable, "-m", "workers.cli", *args, "--config", str(config_file))
+    return await run_process(*argv, timeout=timeout, env={**env, "PYTHONPATH": str(REPO)})
+
+
+@contextlib.asynccontextmanager
+async def worker_and_api(config: HartflowConfig, client: Client) -> AsyncIterator[str]:
+    """A worker and an API server for ``config``, the server with the client ``hartflow serve`` makes (its own
+    connection, with the config's payload converter: closed runs are never queried); yields the server's URL."""
+    connected = await connect(config)
+    async with running_worker(client, config), serving_api(config, connected) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def two_api_servers(config: HartflowConfig, directory: Path) -> Iterator[tuple[ApiServer, ApiServer]]:
+    """Two ``hartflow serve`` processes of ``config`` (its file written to ``directory``), not started yet; both are
+    stopped on leaving, and what they wrote to stderr is printed (pytest shows it when the test fails)."""
+    config_file = write_config(config, directory)
+    first, second = ApiServer(config_file), ApiServer(config_file)
+    try:
+        yield first, second
+    finally:
+        first.stop()
+        second.stop()
+        print("".join(first.stderr + second.stderr))
+
+
+def model_specs(scripts_dir: Path, **settings: Any) -> dict[str, Any]:
+    """``api`` settings with which a run may name its own scripted model from ``scripts_dir`` (``context.model_name``
+    of a script's path: ``api.allow_model_specs``, ``api.model_scripts_dir``); ``settings`` are further ones."""
+    return {"allow_model_specs": True, "model_scripts_dir": str(scripts_dir), **settings}
+
+
+def storage_settings(request: pytest.FixtureRequest, backend: str) -> dict[str, Any]:
+    """The ``storage`` settings of ``backend`` for ``make_config``: ``s3`` is this test's own bucket (the
+    ``s3_storage`` fixture: the S3 server starts only for a test that asks for it), else the filesystem."""
+    if backend == "s3":
+        settings: dict[str, Any] = request.getfixturevalue("s3_storage")
+        return settings
+    return {"backend": "filesystem"}
 
 
 class StubRunContext(RunContext):

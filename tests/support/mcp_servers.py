@@ -1,14 +1,16 @@
-"""Our MCP test server (``tests/support/mcp_test_server.py``) for the tests, over stdio or over streamable HTTP
-kept running by a small supervisor, and a git repository for the published git server
+"""Our MCP test server (``tests/support/mcp_test_server.py``) for the tests, over stdio or over streamable HTTP (or
+SSE) kept running by a small supervisor, and a git repository for the published git server
 (``workers.testing.mcp``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +91,14 @@ class SupervisedHttpServer:
             self._process.wait(timeout=10)
         self._thread.join(timeout=10)
         self._log.close()
+
+
+@contextlib.contextmanager
+def supervised_http_server(directory: Path, api_key: str, *, sse: bool = False) -> Iterator[SupervisedHttpServer]:
+    """A :class:`SupervisedHttpServer` in ``directory`` that authorizes ``api_key`` (its ``EXPECTED_API_KEY``),
+    started, and stopped on leaving."""
+    server = SupervisedHttpServer(directory, env={"EXPECTED_API_KEY": api_key}, sse=sse).start()
+    try:
+        yield server
+    finally:
+        server.stop()

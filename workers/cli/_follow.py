@@ -16,7 +16,7 @@ from workers import progress
 from workers.cli._common import BadInput, emit_view, exit_code, progress_of
 from workers.cli.live_answer import LiveAnswer
 from workers.client import threads
-from workers.client.reader import RunReader
+from workers.client.reader import RunClosed, RunReader, query_open
 from workers.config import open_object_store
 from workers.stack import Stack
 from workflows.run import PROGRESS_TOPIC, RunView
@@ -122,3 +122,15 @@ async def running_run(client: Client, thread: ThreadRef, *, refusal: str) -> tup
     if description.status != WorkflowExecutionStatus.RUNNING:
         raise BadInput(refusal)
     return workflow_id, client.get_workflow_handle(workflow_id, run_id=description.run_id)
+
+
+async def waiting_run(client: Client, thread: ThreadRef) -> tuple[str, WorkflowHandle[Any, Any], dict[str, Any] | None]:
+    """The thread's running run (its workflow id and a handle) and what it waits for (its ``pending_input``
+    query: ``None`` when nothing); a run that has ended is refused."""
+    refusal = f"no run is waiting on thread {thread.thread_id}: its last run has ended"
+    workflow_id, handle = await running_run(client, thread, refusal=refusal)
+    try:
+        pending = await query_open(handle, "pending_input", result_type=dict[str, Any] | None)  # type: ignore[arg-type]
+    except RunClosed:
+        raise BadInput(refusal) from None
+    return workflow_id, handle, pending

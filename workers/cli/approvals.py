@@ -13,14 +13,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import WorkflowHandle
-
 from vocabulary.approvals import ReviewInput, args_summary, is_approval
 from vocabulary.contracts import ThreadRef
 from workers import progress
 from workers.cli._common import BadInput, config_of, emit, thread_of
-from workers.cli._follow import follow_to_end, running_run
-from workers.client.reader import RunClosed, first_run_id, query_open
+from workers.cli._follow import follow_to_end, waiting_run
+from workers.client.reader import first_run_id
 from workers.client.runs import ReplyRefused, Runs
 from workers.config import HartflowConfig
 from workers.stack import Stack
@@ -52,9 +50,10 @@ async def _decide(args: argparse.Namespace, decision: dict[str, Any]) -> int:
     config = config_of(args)
     thread = thread_of(config, args.thread)
     async with Stack(config, quiet=args.json) as stack:
-        refusal = f"no run is waiting on thread {thread.thread_id}: its last run has ended"
-        workflow_id, handle = await running_run(stack.client, thread, refusal=refusal)
-        pending = await _pending(handle, refusal)
+        workflow_id, handle, pending = await waiting_run(stack.client, thread)
+        if not is_approval(pending):
+            raise BadInput("the run is not waiting for a tool approval")
+        assert isinstance(pending, dict)
         waiting: list[str] = pending["tool_call_ids"]
         if args.call is not None and args.call not in waiting:
             raise BadInput(f"unknown call {args.call!r}; waiting: {', '.join(waiting)}")
@@ -71,17 +70,6 @@ async def _decide(args: argparse.Namespace, decision: dict[str, Any]) -> int:
             raise BadInput(f"decision refused: {exc}") from None
         first = first_run_id(await handle.describe())
         return await follow_to_end(args, stack, thread.thread_id, workflow_id, first, offset=seen)
-
-
-async def _pending(handle: WorkflowHandle[Any, Any], refusal: str) -> dict[str, Any]:
-    try:
-        pending = await query_open(handle, "pending_input", result_type=dict[str, Any] | None)  # type: ignore[arg-type]
-    except RunClosed:
-        raise BadInput(refusal) from None
-    if not is_approval(pending):
-        raise BadInput("the run is not waiting for a tool approval")
-    assert isinstance(pending, dict)
-    return pending
 
 
 async def list_awaiting_approval(args: argparse.Namespace, config: HartflowConfig, query: str) -> int:

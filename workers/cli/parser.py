@@ -42,6 +42,7 @@ class Command:
 _EVENTS_HELP = "stream progress events as JSON lines on stdout; the last line is the result (kind: result)"
 _THREAD = arg("thread", metavar="THREAD")
 _EVENTS = arg("--events", action="store_true", help=_EVENTS_HELP)
+_CALL = arg("--call", metavar="ID", help="only this tool call (default: every call waiting)")
 
 COMMANDS: tuple[Command, ...] = (
     Command(
@@ -95,7 +96,7 @@ COMMANDS: tuple[Command, ...] = (
         "approve the tool calls a run waits on (or one, or run it with edited arguments)",
         (
             _THREAD,
-            arg("--call", metavar="ID", help="only this tool call (default: every call waiting)"),
+            _CALL,
             arg("--edit", metavar="ARGS.json", help="run the call with these arguments instead (a JSON object)"),
             _EVENTS,
         ),
@@ -106,7 +107,7 @@ COMMANDS: tuple[Command, ...] = (
         "reject the tool calls a run waits on: the model reads the reason",
         (
             _THREAD,
-            arg("--call", metavar="ID", help="only this tool call (default: every call waiting)"),
+            _CALL,
             arg("--reason", metavar="TEXT", help="what the model is told"),
             _EVENTS,
         ),

@@ -30,7 +30,7 @@ from workers.cli._common import (
     progress_of,
     thread_of,
 )
-from workers.cli._follow import follow_to_end, reader_of, running_run, settle
+from workers.cli._follow import follow_to_end, reader_of, running_run, settle, waiting_run
 from workers.cli.threads import store_thread_uploads
 from workers.client.queue import ThreadQueue
 from workers.client.reader import RunClosed, first_run_id, query_open
@@ -178,15 +178,7 @@ async def cmd_reply(args: argparse.Namespace) -> int:
     thread = thread_of(config, args.thread)
     answer = ReplyInput(answer=args.answer if args.answer else None, fields=_parse_fields(args.field))
     async with Stack(config, quiet=args.json) as stack:
-        workflow_id, handle = await running_run(
-            stack.client,
-            thread,
-            refusal=f"no run is waiting on thread {thread.thread_id}: its last run has ended",
-        )
-        try:
-            pending = await query_open(handle, "pending_input", result_type=dict[str, Any] | None)  # type: ignore[arg-type]
-        except RunClosed:
-            raise BadInput(f"no run is waiting on thread {thread.thread_id}: its last run has ended") from None
+        workflow_id, handle, pending = await waiting_run(stack.client, thread)
         if pending is None:
             raise BadInput(f"the run on thread {thread.thread_id} is not waiting for input")
         if args.option is not None:

@@ -117,21 +117,20 @@ class Runs:
     async def reply(self, workflow_id: str, answer: ReplyInput, *, run_id: str | None = None) -> RunView:
         """Answer the run's pending question through its validated ``reply`` update; :class:`ReplyRefused` when
         the run refuses it. A run that is gone raises Temporal's ``RPCError`` (``NOT_FOUND``)."""
-        handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
-        try:
-            view: RunView = await handle.execute_update("reply", answer, result_type=RunView)
-        except WorkflowUpdateFailedError as exc:
-            answered = root_type(exc) == ReplyConflictError.__name__
-            lost = isinstance(root_cause(exc), ServerError)
-            raise ReplyRefused(root_message(exc), answered_already=answered, not_delivered=lost) from None
-        return view
+        return await self._answer(workflow_id, run_id, "reply", answer)
 
     async def review(self, workflow_id: str, review: ReviewInput, *, run_id: str | None = None) -> RunView:
         """Decide on the run's pending tool approval through its validated ``review`` update; :class:`ReplyRefused`
         when the run refuses the decisions (nothing is written then)."""
+        return await self._answer(workflow_id, run_id, "review", review)
+
+    async def _answer(
+        self, workflow_id: str, run_id: str | None, update: str, answer: ReplyInput | ReviewInput
+    ) -> RunView:
+        """Send ``answer`` through the run's validated ``update``; a refusal is :class:`ReplyRefused`."""
         handle = self.client.get_workflow_handle(workflow_id, run_id=run_id)
         try:
-            view: RunView = await handle.execute_update("review", review, result_type=RunView)
+            view: RunView = await handle.execute_update(update, answer, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             answered = root_type(exc) == ReplyConflictError.__name__
             lost = isinstance(root_cause(exc), ServerError)
