@@ -87,12 +87,10 @@ async def stream_offset(context: ApiContext, workflow_id: str) -> int:
 
 async def answer(context: ApiContext, workflow_id: str, reply: ReplyInput | ReviewInput) -> None:
     """Send the reply (or a tool approval's review); a pause that another request answered first (many clients
-    resuming at once) is 409."""
+    resuming at once) is 409. One that Temporal turned away before the run saw it changed nothing and is sent
+    again (the run's answer to it is the client's: taken, 409 or 422), at most :data:`_SENDS` times, then 503."""
     try:
-        if isinstance(reply, ReviewInput):
-            await Runs(context.client).review(workflow_id, reply)
-        else:
-            await Runs(context.client).reply(workflow_id, reply)
+        await _send(context, workflow_id, reply)
     except ReplyRefused as exc:
         if exc.answered_already:
             raise HTTPException(409, f"{_ANSWERED}: {exc}") from None
@@ -105,3 +103,20 @@ async def answer(context: ApiContext, workflow_id: str, reply: ReplyInput | Revi
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
         raise HTTPException(409, _ANSWERED) from None  # closed since: its last segment ran to the end
+
+
+_SENDS = 3
+
+
+async def _send(context: ApiContext, workflow_id: str, reply: ReplyInput | ReviewInput) -> None:
+    runs = Runs(context.client)
+    for send in range(_SENDS):
+        try:
+            if isinstance(reply, ReviewInput):
+                await runs.review(workflow_id, reply)
+            else:
+                await runs.reply(workflow_id, reply)
+            return
+        except ReplyRefused as exc:
+            if not exc.not_delivered or send == _SENDS - 1:
+                raise

@@ -71,6 +71,11 @@ class RunStart:
     """Where the run POSTs its final view when it ends (checked by the caller: ``workers/api/webhooks.py``)."""
 
 
+_UNPROCESSED_UPDATE = "UnprocessedUpdate"
+"""The failure type of an update the server rejected because the worker completed a workflow task without
+processing it (temporalio/temporal ``service/history/workflow/update/errors_failures.go``)."""
+
+
 class ReplyRefused(Exception):
     """The run refused the answer (its ``reply`` update failed); the message is the run's reason."""
 
@@ -133,7 +138,9 @@ class Runs:
             view: RunView = await handle.execute_update(update, answer, result_type=RunView)
         except WorkflowUpdateFailedError as exc:
             answered = root_type(exc) == ReplyConflictError.__name__
-            lost = isinstance(root_cause(exc), ServerError)
+            # Temporal turned it away before the run saw it: a ServerError, or the server's own "UnprocessedUpdate"
+            # (the workflow task that carried it completed without handling it, e.g. under load).
+            lost = isinstance(root_cause(exc), ServerError) or root_type(exc) == _UNPROCESSED_UPDATE
             raise ReplyRefused(root_message(exc), answered_already=answered, not_delivered=lost) from None
         return view
 
