@@ -1,5 +1,5 @@
-"""The skills directory and what a SKILL.md says (``activities/user_skills.py`` adds each user's own skills and
-holds the ``skills.load`` activity SkillActivation awaits).
+"""The skills directory and what a SKILL.md says (``activities/user_skills.py`` adds each user's own skills,
+``activities/skill_catalog.py`` holds the ``skills.load`` activity SkillActivation awaits).
 
 Layout (DeerFlow's, rooted at ``skills.path``, default ``{home}/skills``)::
 

@@ -7,20 +7,14 @@ Storage keys equal the home-relative layout: ``users/{u}/threads/{t}/user-data/{
 - **any other backend** (S3): every worker keeps a *working copy* of the thread's user-data under its own home,
   which the local sandbox works on. ``pull`` (before a sandbox tool call) downloads what changed in storage
   since this working copy last saw it; ``push`` (after the call, also when it failed) uploads what the call
-  created or changed and deletes the objects whose files the call deleted. A manifest next to the working copy
-  (``.user-data-sync.json``) records, per file, the object's etag and the local ``(mtime_ns, size)`` at the
-  last sync, so both directions move only what changed — a parallel tool call of the same run does not
-  re-push everything. Sync is serialised per thread (two tool calls of one turn run in parallel in one
-  worker's thread pool).
+  created or changed and deletes the objects whose files the call deleted (``activities/thread_file_sync.py``,
+  with a manifest next to the working copy, so both directions move only what changed). Sync is serialised
+  per thread (two tool calls of one turn run in parallel in one worker's thread pool).
 - **a sandbox pod** (Kubernetes, on either backend) holds a copy of its own in its ``/mnt/user-data``:
-  ``pull``/``push`` take it as a :class:`WorkingCopy` reached through the sandbox server
+  ``pull``/``push`` take it as a ``WorkingCopy`` reached through the sandbox server
   (``activities/sandbox/pod_files.py``), with the manifest kept in the pod, so whichever worker adopts the pod
-  continues its sync. One algorithm for both: the diffing below; the copy only lists, reads, writes and
-  deletes files (``activities/user_data_tree.py``).
-
-Names in ``exclude`` (``storage.sync_exclude``: ``node_modules``, ``.venv``…) stay local to each working copy: a
-file under a directory of that name, or of that name itself, is neither pushed nor pulled, and neither side's
-deletion touches it — an excluded tree rebuilt on one worker never deletes another worker's copy.
+  continues its sync. One algorithm for both (``activities/thread_file_sync.py``); the copy only lists, reads,
+  writes and deletes files (``activities/user_data_tree.py``).
 
 Activities that need one file, not a working copy (upload listings, images, externalised tool output), use
 ``info``/``read``/``write`` by virtual path, which go straight to storage.
@@ -34,76 +28,27 @@ uploads nothing on ``push`` and receives nothing on ``pull``.
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import threading
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from stat import S_ISDIR, S_ISLNK, S_ISREG
-from typing import Protocol, TypeVar
 
-from activities.storage import ObjectInfo, ObjectStore
+from activities import thread_file_sync
+from activities.storage import ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore
-from activities.user_data_tree import (
-    STAGING_SUFFIX,
-    MtimeSize,
-    PathEscapeError,
-    UserDataTree,
-    checked_relative,
-    is_excluded,
-)
+from activities.thread_file_sync import MANIFEST_NAME, SyncReport, WorkingCopy
+from activities.user_data_tree import STAGING_SUFFIX, PathEscapeError, UserDataTree, checked_relative
 from vocabulary.contracts import ThreadRef
 from vocabulary.paths import VIRTUAL_PATH_PREFIX, is_upload_staging_file, thread_dir
 
-logger = logging.getLogger(__name__)
-T = TypeVar("T")
-R = TypeVar("R")
-
-MANIFEST_NAME = ".user-data-sync.json"
-_TRANSFER_THREADS = 8
-
-__all__ = ["MANIFEST_NAME", "FileInfo", "PathEscapeError", "SyncReport", "ThreadFiles", "WorkingCopy"]
-
-
-class WorkingCopy(Protocol):
-    """Where a sandbox sees the thread's files: this worker's folders (:class:`UserDataTree`) or a pod's
-    (``activities/sandbox/pod_files.py``). ``pull``/``push`` diff it against storage through these calls."""
-
-    def files(self, exclude: frozenset[str]) -> dict[str, MtimeSize]: ...
-
-    def read(self, relative: str) -> bytes | None: ...
-
-    def write(self, relative: str, data: bytes) -> MtimeSize: ...
-
-    def delete_if_unchanged(self, relative: str, expected: MtimeSize) -> bool: ...
-
-    def load_manifest(self) -> bytes | None: ...
-
-    def save_manifest(self, data: bytes) -> None: ...
+__all__ = ["FileInfo", "PathEscapeError", "ThreadFiles", "user_data_relative"]
 
 
 @dataclass(frozen=True)
 class FileInfo:
     size: int
     is_dir: bool = False
-
-
-@dataclass(frozen=True)
-class SyncReport:
-    """What one ``pull`` or ``push`` moved, as user-data-relative paths (``workspace/a.txt``)."""
-
-    transferred: list[str]
-    deleted: list[str]
-
-
-@dataclass
-class _Entry:
-    etag: str
-    mtime_ns: int
-    size: int
 
 
 def user_data_relative(virtual: str) -> str:
@@ -196,9 +141,7 @@ class ThreadFiles:
             if not has_copy:
                 return
             written = copy.write(relative, data)
-            manifest = self._load_manifest(copy)
-            manifest[relative] = self._entry(key, written)
-            self._save_manifest(copy, manifest)
+            thread_file_sync.record_in_sync(self.store, key, copy, relative, written)
 
     def listing(self, thread: ThreadRef, folder: str) -> list[tuple[str, int]]:
         """``(virtual path, size)`` of every file under ``folder`` (``outputs``: a run's artifacts) in storage,
@@ -229,39 +172,8 @@ class ThreadFiles:
         if not self.syncs(copy):
             return SyncReport([], [])
         copy = copy if copy is not None else self.working_copy(thread)
-        prefix = self.prefix(thread)
         with self._lock(thread):
-            manifest = self._load_manifest(copy)
-            remote: dict[str, ObjectInfo] = {}
-            for found in self.store.list(prefix):
-                relative = found.key[len(prefix) :]
-                try:
-                    checked = checked_relative(relative)
-                except PathEscapeError:
-                    logger.warning("ignoring stored object %s: not a thread file path", found.key)
-                    continue
-                if not is_excluded(checked, self.exclude):
-                    remote[checked] = found
-            stale = [
-                (relative, found)
-                for relative, found in remote.items()
-                if (entry := manifest.get(relative)) is None or entry.etag != found.etag
-            ]
-            fetched: list[str] = []
-            deleted: list[str] = []
-            for (relative, _), downloaded in zip(
-                stale, _in_parallel(lambda item: self._download(copy, *item), stale), strict=True
-            ):
-                if downloaded is not None:
-                    manifest[relative] = downloaded
-                    fetched.append(relative)
-            for relative in [r for r in manifest if r not in remote and not is_excluded(r, self.exclude)]:
-                entry = manifest.pop(relative)
-                # Deleted in storage by another worker. A local edit not pushed yet wins: push re-creates it.
-                if copy.delete_if_unchanged(relative, (entry.mtime_ns, entry.size)):
-                    deleted.append(relative)
-            self._save_manifest(copy, manifest)
-        return SyncReport(fetched, deleted)
+            return thread_file_sync.pull(self.store, self.prefix(thread), copy, self.exclude)
 
     def push(self, thread: ThreadRef, copy: WorkingCopy | None = None) -> SyncReport:
         """Upload the files created or changed in ``copy`` (default: this worker's working copy) since the last
@@ -269,90 +181,11 @@ class ThreadFiles:
         if not self.syncs(copy):
             return SyncReport([], [])
         copy = copy if copy is not None else self.working_copy(thread)
-        prefix = self.prefix(thread)
         with self._lock(thread):
-            manifest = self._load_manifest(copy)
-            uploaded: list[str] = []
-            deleted: list[str] = []
-            present = copy.files(self.exclude)
-            changed = [
-                (relative, seen)
-                for relative, seen in present.items()
-                if (entry := manifest.get(relative)) is None or (entry.mtime_ns, entry.size) != seen
-            ]
-            for (relative, _), sent in zip(
-                changed, _in_parallel(lambda item: self._upload(copy, prefix, *item), changed), strict=True
-            ):
-                if sent is None:
-                    present.pop(relative)  # deleted since the listing: treated as deleted below
-                else:
-                    manifest[relative] = sent
-                    uploaded.append(relative)
-            for relative in [r for r in manifest if r not in present and not is_excluded(r, self.exclude)]:
-                entry = manifest.pop(relative)
-                stored = self.store.head(prefix + relative)
-                if stored is not None and stored.etag == entry.etag:
-                    self.store.delete(prefix + relative)
-                    deleted.append(relative)
-            self._save_manifest(copy, manifest)
-        return SyncReport(uploaded, deleted)
+            return thread_file_sync.push(self.store, self.prefix(thread), copy, self.exclude)
 
     # -- helpers ------------------------------------------------------------------------------------------
-
-    def _download(self, copy: WorkingCopy, relative: str, found: ObjectInfo) -> _Entry | None:
-        data = self.store.get(found.key)
-        if data is None:
-            return None  # deleted since the listing
-        try:
-            written = copy.write(relative, data)
-        except PathEscapeError:
-            logger.warning("not pulling %s: a symlink there leads out of the thread's folder", found.key)
-            return None
-        return _Entry(found.etag, *written)
-
-    def _upload(self, copy: WorkingCopy, prefix: str, relative: str, seen: MtimeSize) -> _Entry | None:
-        try:
-            data = copy.read(relative)
-        except PathEscapeError:
-            logger.warning("not pushing %s: no longer a regular file in the thread's folder", relative)
-            return None
-        if data is None:
-            return None
-        key = prefix + relative
-        self.store.put(key, data)
-        # The (mtime, size) from before the read: a file still being written shows as changed next time.
-        return self._entry(key, seen)
-
-    def _entry(self, key: str, seen: MtimeSize) -> _Entry:
-        stored = self.store.head(key)
-        return _Entry(stored.etag if stored is not None else "", *seen)
 
     def _lock(self, thread: ThreadRef) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault((thread.user_id, thread.thread_id), threading.Lock())
-
-    @staticmethod
-    def _load_manifest(copy: WorkingCopy) -> dict[str, _Entry]:
-        raw = copy.load_manifest()
-        if raw is None:
-            return {}
-        try:
-            files = json.loads(raw)["files"]
-            return {relative: _Entry(**entry) for relative, entry in files.items()}
-        except (ValueError, KeyError, TypeError, AttributeError):
-            # A damaged manifest costs a full re-download, never wrong data: every object looks changed.
-            logger.warning("ignoring an unreadable sync manifest", exc_info=True)
-            return {}
-
-    @staticmethod
-    def _save_manifest(copy: WorkingCopy, manifest: dict[str, _Entry]) -> None:
-        files = {relative: vars(entry) for relative, entry in sorted(manifest.items())}
-        copy.save_manifest(json.dumps({"files": files}).encode())
-
-
-def _in_parallel(work: Callable[[T], R], items: list[T]) -> list[R]:
-    """``[work(item) for item in items]``, several at a time: each transfer is one request's latency."""
-    if len(items) < 2:
-        return [work(item) for item in items]
-    with ThreadPoolExecutor(max_workers=min(_TRANSFER_THREADS, len(items))) as pool:
-        return list(pool.map(work, items))

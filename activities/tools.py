@@ -27,7 +27,8 @@ from activities.sandbox.pod_files import PodWorkingCopy
 from activities.sandbox.remote import RemoteSandbox
 from activities.sandbox_tools import bind_tool_call, exit_code, file_sha256
 from activities.storage import wait_out_outage
-from activities.thread_files import ThreadFiles, WorkingCopy
+from activities.thread_file_sync import WorkingCopy
+from activities.thread_files import ThreadFiles
 from activities.tracing import record_tool_output, tool_span
 from vocabulary.contracts import (
     SANDBOX_ACQUIRE,

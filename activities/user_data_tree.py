@@ -3,9 +3,9 @@
 Two places hold a copy of a thread's ``{workspace,uploads,outputs}``: a worker's working copy under its home
 (``activities/thread_files.py``, for the local sandbox on S3) and a sandbox pod's ``/mnt/user-data`` (the
 sandbox server serves this very class to the worker, ``activities/sandbox/pod_files.py``). Both answer the
-same questions to the one sync algorithm in ``ThreadFiles``: which files are there (``(mtime_ns, size)`` per
-user-data-relative path), read one, write one atomically, delete one unless it changed, and keep the sync
-manifest next to the folders.
+same questions to the one sync algorithm (``activities/thread_file_sync.py``): which files are there
+(``(mtime_ns, size)`` per user-data-relative path), read one, write one atomically, delete one unless it
+changed, and keep the sync manifest next to the folders.
 
 Safety, the same in both places: a relative path is used only when it is under one of the three folders
 without ``.``/``..``/empty segments; no read, write, listing or deletion follows a symlink anywhere below the

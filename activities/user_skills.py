@@ -14,36 +14,21 @@ characters that is not one of the slash commands the composer keeps (DeerFlow's
 ``backend/packages/harness/deerflow/skills/installer.py`` and ``validation.py`` hold the same rules). An install
 is one create-only write, so two installs of one name cannot both succeed; a delete removes that one object.
 
-:func:`catalog` is what a user sees and what the ``skills.load`` activity (:class:`SkillActivities`) activates
-from: the
-deployment's skills folder and the user's installed skills, each enabled unless ``skills.disabled`` names it
-(the deployment's word, final) or the user turned it off.
+What a user sees of these, merged with the deployment's skills folder, and the activities that load from it are
+in ``activities/skill_catalog.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
-import posixpath
 import re
 import stat
 import zipfile
-from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-from temporalio import activity
-
-from activities.contract import implements
-from activities.skills import SKILL_FILE, Skill, SkillsSettings, load_skills, read_skill, skill_metadata
+from activities.skills import SKILL_FILE, Skill, skill_metadata
 from activities.storage import ObjectExistsError, ObjectStore
-from vocabulary.contracts import (
-    SKILL_LOAD,
-    SKILL_TOOL_POLICY,
-    SkillLoadInput,
-    SkillLoadResult,
-    SkillToolPolicyInput,
-    SkillToolPolicyResult,
-)
 from vocabulary.paths import validate_user_id
 
 MAX_ARCHIVE_BYTES = 8 * 1024 * 1024
@@ -226,7 +211,8 @@ def installed_content(store: ObjectStore, user_id: str, name: str) -> str | None
         return None  # not what install stored: no skill
 
 
-def _installed(store: ObjectStore, user_id: str) -> list[Skill]:
+def installed_skills(store: ObjectStore, user_id: str) -> list[Skill]:
+    """The skills the user installed whose SKILL.md still names them; unreadable ones are left out."""
     skills = []
     for info in store.list(f"{_prefix(user_id)}custom/"):
         name = PurePosixPath(info.key).name.removesuffix(".skill")
@@ -250,77 +236,6 @@ def _installed(store: ObjectStore, user_id: str) -> list[Skill]:
     return skills
 
 
-def catalog(root: Path, config_disabled: list[str], store: ObjectStore | None, user_id: str | None) -> list[Skill]:
-    """Every skill ``user_id`` sees, by name, with whether it is on for them."""
-    skills = {skill.name: skill for skill in load_skills(root)}
-    if store is None or user_id is None:
-        return [replace(s, enabled=s.name not in config_disabled) for _, s in sorted(skills.items())]
-    skills.update({skill.name: skill for skill in _installed(store, user_id)})
-    turned_off = {PurePosixPath(info.key).name for info in store.list(f"{_prefix(user_id)}disabled/")}
-    off = turned_off | set(config_disabled)
-    return [replace(skill, enabled=name not in off) for name, skill in sorted(skills.items())]
-
-
-class SkillActivities:
-    def __init__(self, root: Path, settings: SkillsSettings, store: ObjectStore | None = None) -> None:
-        self._root = root
-        self._settings = settings
-        self._store = store
-
-    @implements(SKILL_LOAD)
-    def load(self, input: SkillLoadInput) -> SkillLoadResult:
-        """Check the skill the user activated (installed, enabled for them, available to this agent) and read it."""
-        skills = catalog(self._root, self._settings.disabled, self._store, input.user_id)
-        skill = next((s for s in skills if s.name == input.name), None)
-        if skill is None:
-            return SkillLoadResult("not_installed")
-        if not skill.enabled:
-            return SkillLoadResult("disabled")
-        if input.available is not None and skill.name not in input.available:
-            return SkillLoadResult("not_available")
-        try:
-            if skill.owner is not None and self._store is not None:
-                content = installed_content(self._store, skill.owner, skill.name)
-            else:
-                content = read_skill(skill, self._root)
-        except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-            activity.logger.warning("skill %s could not be read: %s", skill.name, exc)
-            content = None
-        if content is None:
-            return SkillLoadResult("unreadable")
-        return SkillLoadResult(
-            "loaded",
-            category=skill.category,
-            container_path=skill.container_file(self._settings.container_path),
-            content=content,
-            sha256=hashlib.sha256(content.encode("utf-8")).hexdigest(),
-        )
-
-    @implements(SKILL_TOOL_POLICY)
-    def tool_policy(self, input: SkillToolPolicyInput) -> SkillToolPolicyResult:
-        """The tools the active skills allow (DeerFlow's ``SkillToolPolicyMiddleware._allowed_names_for_paths``
-        before its framework tools): each path resolves to an enabled skill available to this agent, once per
-        name; none resolving, or a catalog that cannot be read, fails closed."""
-        try:
-            skills = catalog(self._root, self._settings.disabled, self._store, input.user_id)
-        except (OSError, ValueError) as exc:
-            activity.logger.warning("skills could not be read for the allowed-tools policy: %s", exc)
-            return SkillToolPolicyResult(failed=True)
-        registry = {posixpath.normpath(s.container_file(self._settings.container_path)): s for s in skills}
-        active: dict[str, Skill] = {}
-        for path in input.paths:
-            skill = registry.get(posixpath.normpath(path))
-            if (
-                skill is None
-                or not skill.enabled
-                or (input.available is not None and skill.name not in input.available)
-            ):
-                activity.logger.warning("active skill %s is unknown, disabled or not available: no tools from it", path)
-                continue
-            active.setdefault(skill.name, skill)
-        if not active:
-            return SkillToolPolicyResult(failed=True)
-        declared = [skill.allowed_tools for skill in active.values() if skill.allowed_tools is not None]
-        if not declared:
-            return SkillToolPolicyResult(None)
-        return SkillToolPolicyResult(sorted({name for tools in declared for name in tools}))
+def turned_off(store: ObjectStore, user_id: str) -> set[str]:
+    """The names of the skills the user turned off."""
+    return {PurePosixPath(info.key).name for info in store.list(f"{_prefix(user_id)}disabled/")}

@@ -28,7 +28,9 @@ from typing import Any
 from bench import history, per_turn, recovery, report, resume, throughput
 from bench.common import BenchContext
 from bench.systems import SYSTEMS
-from workers.devserver import DevServer, DevServerOptions, free_port, hard_exit
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
+from workers.process_exit import hard_exit
 
 FAMILIES = ("per_turn", "history", "throughput", "resume", "recovery")
 REPO = Path(__file__).resolve().parents[1]

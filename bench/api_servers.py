@@ -22,7 +22,8 @@ from pathlib import Path
 from bench import hartflow_side
 from bench.api_peer_graph import TURNS
 from bench.workload import responses, write_script
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.testing.api_server import ApiServer
 
 REPO = Path(__file__).resolve().parents[1]

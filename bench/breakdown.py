@@ -36,7 +36,8 @@ from temporalio.api.enums.v1 import EventType
 from bench import hartflow_side
 from bench.common import unique
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.testing.history import chain_histories
 from workers.worker import connect
 

@@ -30,7 +30,8 @@ from temporalio.client import Client
 from bench.hartflow_side import start_run
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.transcript import FULL_MANIFEST_EVERY, delta_text, manifest_text
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.payloads import client_for
 from workers.testing import calls, make_config, running_worker, tool_call, unique, write_script
 from workers.testing.history import chain_histories, model_turn, turn_costs

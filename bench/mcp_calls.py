@@ -29,7 +29,8 @@ from temporalio.client import Client
 
 from bench.common import percentile
 from bench.hartflow_side import start_run
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.payloads import client_for
 from workers.testing import answer, calls, make_config, running_worker, tool_call, unique, write_script
 from workers.testing.history import history_events

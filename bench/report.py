@@ -36,7 +36,7 @@ def machine() -> dict[str, Any]:
 
 
 def _temporal_cli_version() -> str:
-    from workers.devserver import find_temporal_cli
+    from workers.devserver_options import find_temporal_cli
 
     out = subprocess.run([find_temporal_cli(), "--version"], capture_output=True, text=True, check=False).stdout
     return out.strip()

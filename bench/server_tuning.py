@@ -24,7 +24,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.common import median, unique
 from bench.floor import FloorInput, FloorWorkflow, floor_worker
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 
 STORAGES = ("memory", "sqlite-default", "wal")
 

@@ -37,7 +37,8 @@ from bench import hartflow_side
 from bench.api_bench import client_for, stats
 from bench.api_servers import HARTFLOW_ASSISTANT, PEER_GRAPH, langgraph_dev
 from bench.timed_provider import PIECE_SECONDS, PIECES, sent_times, timed_provider
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.testing.api_server import ApiServer
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ Writes: request overlay; per-run memory (the activation, which SkillToolPolicy r
 the skills directory through an activity.
 
 Parts: the contract ``vocabulary/contracts/skills.py`` (``SKILL_LOAD``) and its activity
-``activities/user_skills.py`` (the skills folder: ``activities/skills.py``); ``hartflow skills``
-(``workers/cli/skills.py``) and Settings → Skills (``workers/api/skills_route.py``) list, turn on and off,
-install and delete what it loads. Helpers: ``middlewares/_messages.py``. Tests:
-``tests/test_skill_activation.py``.
+``activities/skill_catalog.py`` (the skills folder: ``activities/skills.py``, a user's own:
+``activities/user_skills.py``); ``hartflow skills`` (``workers/cli/skills.py``) and Settings → Skills
+(``workers/api/skills_route.py``) list, turn on and off, install and delete what it loads. Helpers:
+``middlewares/_messages.py``. Tests: ``tests/test_skill_activation.py``.
 """
 
 from __future__ import annotations

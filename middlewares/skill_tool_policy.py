@@ -24,7 +24,7 @@ Runs recorded before this middleware replay without it (the ``hartflow-skill-too
 Writes: request overlay; the tool result (thread state). Per-run memory: the decisions by active paths (not carried
 across continue-as-new: the next execution decides again).
 
-Parts: the activity ``activities/user_skills.py`` (``SkillActivities.tool_policy``, contract in
+Parts: the activity ``activities/skill_catalog.py`` (``SkillActivities.tool_policy``, contract in
 ``vocabulary/contracts/skills.py``); the slash activation ``middlewares/skill_activation.py``; ``skill_context`` from
 ``middlewares/durable_context.py``. Tests: ``tests/test_skill_tool_policy.py``.
 """

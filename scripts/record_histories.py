@@ -25,7 +25,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter  # noqa: E402
 
 from bench.hartflow_side import start_run  # noqa: E402
 from workers.config import HartflowConfig  # noqa: E402
-from workers.devserver import DevServer, DevServerOptions, free_port  # noqa: E402
+from workers.devserver import DevServer, free_port  # noqa: E402
+from workers.devserver_options import DevServerOptions  # noqa: E402
 from workers.payloads import client_for  # noqa: E402
 from workers.testing import (  # noqa: E402
     answer,

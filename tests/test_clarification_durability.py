@@ -19,7 +19,7 @@ from tests.support import hartflow_cli, run_process, start_run, thread_state
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.workflow_ids import run_workflow_id
 from workers.config import HartflowConfig
-from workers.devserver import find_temporal_cli
+from workers.devserver_options import find_temporal_cli
 from workers.testing import answer, ask_clarification, make_config, running_worker, settle, unique, write_script
 from workers.testing.history import history_events, scheduled_inputs
 from workers.testing.temporal import private_dev_server, time_skipping_environment

@@ -23,15 +23,9 @@ from temporalio.worker import Worker
 from workers.worker_stop import running
 
 with workflow.unsafe.imports_passed_through():
-    from workers.devserver import (
-        DevServer,
-        DevServerError,
-        DevServerOptions,
-        SearchAttributeTypeMismatch,
-        ensure_search_attributes,
-        free_port,
-        port_answers,
-    )
+    from workers.devserver import DevServer, DevServerError, free_port, port_answers
+    from workers.devserver_options import DevServerOptions
+    from workers.search_attribute_setup import SearchAttributeTypeMismatch, ensure_search_attributes
     from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
     from workflows.search_attributes import TURNS
 

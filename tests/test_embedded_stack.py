@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from workers.devserver import DevServer, DevServerOptions, port_answers
+from workers.devserver import DevServer, port_answers
+from workers.devserver_options import DevServerOptions
 from workers.stack import OWNER_FILE, _started
 from workers.testing import answer, calls, tool_call, write_script
 from workers.testing.processes import hartflow_command

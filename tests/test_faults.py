@@ -24,7 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 
-from activities.sandbox.kubernetes import pod_name, sandbox_id_for
+from activities.sandbox.kubernetes_manifests import pod_name, sandbox_id_for
 from middlewares.llm_error_handling import CIRCUIT_OPEN_TEXT, UNAVAILABLE_TEXT
 from tests.support import start_run
 from tests.support.fault_middlewares import AFTER_AGENT_LOG, AFTER_AGENT_STARTED

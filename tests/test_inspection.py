@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from tests.support import start_run
 from workers.cli import run_command
-from workers.devserver import find_temporal_cli
+from workers.devserver_options import find_temporal_cli
 from workers.testing import (
     answer,
     ask_clarification,

@@ -21,15 +21,13 @@ from langchain_core.messages import ToolMessage
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from activities.sandbox.kubernetes import (
+from activities.sandbox.kubernetes import KubernetesSandboxProvider, SandboxNotReadyError
+from activities.sandbox.kubernetes_manifests import (
     COMMON_LABELS,
     SANDBOX_ID_LABEL,
     THREAD_ID_LABEL,
     WORKFLOW_ID_ANNOTATION,
     WORKFLOW_ID_LABEL,
-    KubernetesSandboxProvider,
-    KubernetesSandboxSettings,
-    SandboxNotReadyError,
     label_value,
     pod_manifest,
     pod_name,
@@ -38,6 +36,7 @@ from activities.sandbox.kubernetes import (
     service_manifest,
     service_name,
 )
+from activities.sandbox.kubernetes_settings import KubernetesSandboxSettings
 from activities.sandbox.remote import SandboxUnavailableError
 from tests.support import start_run
 from tests.support.kube import REPO, Cluster, eventually, eventually_async

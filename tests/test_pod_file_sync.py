@@ -19,7 +19,8 @@ import yaml
 from langchain_core.messages import ToolMessage
 from temporalio.client import Client
 
-from activities.sandbox.kubernetes import KubernetesSandboxProvider, KubernetesSandboxSettings
+from activities.sandbox.kubernetes import KubernetesSandboxProvider
+from activities.sandbox.kubernetes_settings import KubernetesSandboxSettings
 from activities.sandbox.remote import SYNC_CHUNK_BYTES
 from activities.storage.s3 import S3ObjectStore
 from activities.thread_files import ThreadFiles

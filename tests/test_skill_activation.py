@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+from activities.skill_catalog import SkillActivities
 from activities.skills import SkillsSettings, load_skills
 from activities.thread_store import FilesystemThreadStore
-from activities.user_skills import SkillActivities
 from middlewares.base import ModelRequest
 from middlewares.skill_activation import (
     Activation,

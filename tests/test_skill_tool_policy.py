@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
+from activities.skill_catalog import SkillActivities
 from activities.skills import SkillsSettings
-from activities.user_skills import SkillActivities
 from middlewares.base import Command, ModelRequest, ToolCallRequest, ToolResult
 from middlewares.skill_activation import Activation, SkillActivationMiddleware
 from middlewares.skill_tool_policy import NOT_ALLOWED, SkillToolPolicyMiddleware

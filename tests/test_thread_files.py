@@ -17,7 +17,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.sandbox.local import LocalSandboxProvider
 from activities.storage.s3 import S3ObjectStore
-from activities.thread_files import MANIFEST_NAME, PathEscapeError, ThreadFiles, user_data_relative
+from activities.thread_file_sync import MANIFEST_NAME
+from activities.thread_files import PathEscapeError, ThreadFiles, user_data_relative
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from activities.uploads import store_uploads

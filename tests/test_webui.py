@@ -23,7 +23,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from workers.cli import run_command
 from workers.config import HartflowConfig
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.testing import answer, calls, make_config, running_worker, tool_call, unique, write_script
 
 CHROMIUM = Path("/usr/bin/chromium")

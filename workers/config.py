@@ -23,7 +23,7 @@ from activities.configured_tools.build import check_use
 from activities.configured_tools.entries import ToolEntry, ToolGroupEntry, check_tool_entries, in_groups
 from activities.mcp.settings import McpSettings
 from activities.models.catalog import ModelEntry, check_entries
-from activities.sandbox.kubernetes import KubernetesSandboxSettings
+from activities.sandbox.kubernetes_settings import KubernetesSandboxSettings
 from activities.skills import SkillsSettings
 from activities.storage import ObjectStore
 from activities.storage.filesystem import FilesystemObjectStore

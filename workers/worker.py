@@ -36,6 +36,7 @@ from activities.sandbox.base import SandboxProvider
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
 from activities.sandbox_sweeper import SweeperActivities
+from activities.skill_catalog import SkillActivities
 from activities.storage import ObjectStore
 from activities.thread_data import ThreadDataActivities
 from activities.thread_files import ThreadFiles
@@ -44,7 +45,6 @@ from activities.thread_store import ObjectThreadStore, ThreadStore, ThreadStoreA
 from activities.tool_output import ToolOutputActivities
 from activities.tools import ToolActivities
 from activities.uploads import UploadActivities
-from activities.user_skills import SkillActivities
 from activities.webhooks import WebhookActivities
 from workers import telemetry
 from workers.config import ConfigError, HartflowConfig, open_object_store

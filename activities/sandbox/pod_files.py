@@ -1,4 +1,4 @@
-"""A sandbox pod's ``/mnt/user-data`` as a sync :class:`~activities.thread_files.WorkingCopy`.
+"""A sandbox pod's ``/mnt/user-data`` as a sync :class:`~activities.thread_file_sync.WorkingCopy`.
 
 The pod holds no storage credentials: the worker syncs it. Before each sandbox tool call ``ThreadFiles.pull``
 brings the pod up to date with the thread's files in storage, after it (also when it failed or timed out)

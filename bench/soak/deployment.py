@@ -19,7 +19,8 @@ from typing import Any
 import yaml
 
 from workers.config import HartflowConfig
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workers.testing import make_config
 from workers.testing.api_server import ApiServer
 from workers.testing.processes import WORKER_READY_LINE

@@ -1,5 +1,5 @@
 """A skill the user activated, checked and read, and the tools the active skills allow
-(``activities/user_skills.py``)."""
+(``activities/skill_catalog.py``)."""
 
 from __future__ import annotations
 

@@ -26,6 +26,7 @@ from fastapi import APIRouter, HTTPException
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from activities.skill_catalog import catalog
 from activities.skills import Skill, load_skills
 from activities.thread_files import PathEscapeError, ThreadFiles, user_data_relative
 from activities.user_skills import (
@@ -33,7 +34,6 @@ from activities.user_skills import (
     SkillArchiveError,
     SkillArchiveTooLarge,
     SkillExistsError,
-    catalog,
     install,
     read_archive,
     set_enabled,

@@ -19,7 +19,9 @@ from workers import telemetry
 from workers.cli._common import EXIT_BAD_INPUT, EXIT_FAILED, BadInput, config_of
 from workers.cli.parser import build_parser
 from workers.config import ConfigError
-from workers.devserver import DevServerError, TemporalCliNotFound, hard_exit
+from workers.devserver import DevServerError
+from workers.devserver_options import TemporalCliNotFound
+from workers.process_exit import hard_exit
 from workers.stack import TemporalUnreachable
 
 

@@ -18,8 +18,8 @@ from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox_sweeper import run_state
 from workers.cli._common import EXIT_OK, BadInput, config_of, emit
 from workers.config import HartflowConfig
-from workers.devserver import ensure_search_attributes
 from workers.models import check_worker_models
+from workers.search_attribute_setup import ensure_search_attributes
 from workers.stack import Stack
 from workers.worker import build_worker, ensure_sweeper_schedule
 from workers.worker_stop import evict_cached_runs

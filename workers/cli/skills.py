@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 from activities.paths import InvalidIdError, validate_user_id
+from activities.skill_catalog import catalog
 from activities.skills import Skill, load_skills
 from activities.user_skills import (
     MAX_ARCHIVE_BYTES,
     SkillArchiveError,
     SkillExistsError,
-    catalog,
     install,
     read_archive,
     set_enabled,

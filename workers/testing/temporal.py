@@ -20,7 +20,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from workers.devserver import DevServer, DevServerOptions, free_port
+from workers.devserver import DevServer, free_port
+from workers.devserver_options import DevServerOptions
 from workflows import search_attributes as sa
 
 SUGGEST_CAN_AFTER_EVENTS = 150
