@@ -29,7 +29,7 @@ from workers.devserver import free_port
 from workers.payloads import client_for
 from workers.stack import Stack
 from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
-from workers.testing.history import history_events, replay, scheduled_activities, scheduled_inputs
+from workers.testing.history import history_events, local_activities, replay, scheduled_inputs
 from workers.worker import build_worker
 from workers.worker_stop import cached_runs, running
 from workflows.run import ReplyInput, RunView, RunWorkflow
@@ -186,7 +186,7 @@ async def test_an_orphan_collected_inside_another_run_acts_for_nobody(
 
     assert await _threads_named(client, other_events) == {other_thread}, "only the other run's own commands"
     assert _failed_tasks(other_events) == _failed_tasks(paused_events) == []
-    assert [name for name, _ in scheduled_activities(other_events)].count(THREAD_COMMIT) == 1
+    assert [name for name, _ in local_activities(other_events)].count(THREAD_COMMIT) == 1, "its final commit"
     assert (final.status, final.final_message) == ("completed", "blue it is")
     assert _answered(home, paused_thread, "blue", "blue it is"), "the reply and the answer are stored"
 

@@ -3,13 +3,21 @@ or, in a continued run, what the previous execution carried (``workflows/run/car
 
 A subagent's state is its own (``RunProfile.owns_thread`` is false): seeded with its task's prompt and the lead
 run's sandbox, never loaded nor committed.
+
+A run's final commit and its archive (``workflows/run/archive.py``) are local activities in runs started since
+:data:`CLOSE_LOCALLY_PATCH`: both run in the workflow task that closes the run, instead of a workflow task each
+after it (a regular activity is three history events and one more workflow-task round). Both are idempotent (a
+retried commit finds its own version; an archive is create-only with identical bytes), so re-running them after a
+worker crash is safe, and their inputs — the whole state, the whole stream — no longer enter history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from langchain_core.messages import HumanMessage
+from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 import workflows.run.carry as carry
@@ -34,6 +42,12 @@ _STORE_OPTIONS = ActivityOptions(
     start_to_close=timedelta(seconds=60),
     retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 )
+CLOSE_LOCALLY_PATCH = "hartflow-close-locally"
+
+
+def closes_locally() -> bool:
+    """Whether this run's final commit and archive are local activities (every run started since the patch)."""
+    return workflow.patched(CLOSE_LOCALLY_PATCH)
 
 
 async def start(
@@ -72,16 +86,18 @@ async def start(
     fields.apply({"messages": [message]}, ctx.uuid)
 
 
-async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile) -> None:
-    """Store the fields' state as the thread's next version (a subagent commits nothing)."""
+async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile, *, closing: bool = False) -> None:
+    """Store the fields' state as the thread's next version (a subagent commits nothing); ``closing``: the run's
+    final commit, right before its end."""
     if not profile.owns_thread:
         return
+    local = closing and closes_locally()
     result = await call_activity(
         ctx,
         THREAD_COMMIT,
         ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id, fields.lineage),
         summary="commit thread state",
-        options=_STORE_OPTIONS,
+        options=dataclasses.replace(_STORE_OPTIONS, local=True) if local else _STORE_OPTIONS,
     )
     fields.version = result.version
     fields.lineage = None  # the run's later commits grow from this one
