@@ -29,6 +29,8 @@ class ThreadSnapshot:
     state: ThreadState
     version: int
     """The store's version of this state; 0 for a thread that has never been committed."""
+    thread: ThreadRef | None = None
+    """The thread read: a local activity's input is not in history, its result is, and names what it touched."""
 
 
 @dataclass
@@ -61,6 +63,8 @@ class ThreadCommitInput:
 @dataclass
 class ThreadCommitResult:
     version: int
+    thread: ThreadRef | None = None
+    """The thread written (see ``ThreadSnapshot.thread``)."""
 
 
 @dataclass

@@ -4,6 +4,9 @@ or, in a continued run, what the previous execution carried (``workflows/run/car
 A subagent's state is its own (``RunProfile.owns_thread`` is false): seeded with its task's prompt and the lead
 run's sandbox, never loaded nor committed.
 
+The load is a local activity too in runs started since :data:`LOAD_LOCALLY_PATCH` (a read, safe to repeat): it
+runs in the run's first workflow task, with before_agent and the first model call's scheduling after it.
+
 A run's final commit and its archive (``workflows/run/archive.py``) are local activities in runs started since
 :data:`CLOSE_LOCALLY_PATCH`: both run in the workflow task that closes the run, instead of a workflow task each
 after it (a regular activity is three history events and one more workflow-task round). Both are idempotent (a
@@ -43,6 +46,7 @@ _STORE_OPTIONS = ActivityOptions(
     retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 )
 CLOSE_LOCALLY_PATCH = "hartflow-close-locally"
+LOAD_LOCALLY_PATCH = "hartflow-load-locally"
 
 
 def closes_locally() -> bool:
@@ -65,7 +69,9 @@ async def start(
             THREAD_LOAD,
             ThreadLoadInput(ctx.thread, input.base_version),
             summary="load thread state" if input.base_version is None else f"load version {input.base_version}",
-            options=_STORE_OPTIONS,
+            options=dataclasses.replace(_STORE_OPTIONS, local=True)
+            if ctx.patched(LOAD_LOCALLY_PATCH)
+            else _STORE_OPTIONS,
         )
         fields.version = snapshot.version
         fields.state = snapshot.state
