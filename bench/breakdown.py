@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import os
 import tempfile
 import time
 from collections import defaultdict
@@ -37,7 +36,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 
 from bench import hartflow_side
-from bench.common import unique
+from bench.common import group_cpu_seconds, unique
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
 from workers.devserver import DevServer, DevServerOptions, free_port
 from workers.testing.history import chain_histories
@@ -130,20 +129,6 @@ async def measure(turns: int, profile: Path | None, stream_tokens: bool = False)
             return result
         finally:
             await asyncio.to_thread(server.stop)
-
-
-def group_cpu_seconds(group: int | None) -> float:
-    """User + system CPU seconds of the live processes in process group ``group`` (the dev server's guard leads
-    its group), read from ``/proc``; 0 where there is no ``/proc``."""
-    total = 0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the process ended meanwhile
-        if group is not None and int(fields[2]) == group:
-            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
-    return total / os.sysconf("SC_CLK_TCK")
 
 
 def table(result: dict[str, Any], turns: int) -> str:

@@ -201,7 +201,7 @@ def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | No
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=config.temporal.sticky_queue_timeout_seconds),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         deployment_config=deployment_config(config),
-        **options,
+        **{**config.temporal.worker.worker_options(), **options},
     )
 
 
