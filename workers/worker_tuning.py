@@ -1,8 +1,9 @@
 """``temporal.worker``: how much work one worker process takes on at once, and how many pollers ask for it.
 
-Every key left unset is the SDK's default. The defaults here are what measured best for hartflow on a 2-core
-machine running the worker beside the dev server (README, Benchmarks: ``python -m bench --only throughput
---worker-tuning ...``); set them per deployment for other shapes (more cores, a remote server).
+Every key left unset is the SDK's default, and all are unset by default: on a 2-core machine running the worker
+beside the dev server no variant measured better than the SDK's defaults, and fewer workflow-task slots (2) measured
+clearly worse (README, Benchmarks: ``python -m bench --only throughput --worker-tuning ...``). Set them per
+deployment for other shapes (more cores, a remote server).
 """
 
 from __future__ import annotations
