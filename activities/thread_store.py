@@ -284,4 +284,4 @@ class ThreadStoreActivities:
                 )
         except ThreadConflictError as exc:
             raise ApplicationError(str(exc), type="ThreadConflict", non_retryable=True) from exc
-        return ThreadCommitResult(version, input.thread)
+        return ThreadCommitResult(version)

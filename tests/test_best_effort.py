@@ -19,7 +19,7 @@ from middlewares.context import best_effort
 from tests.support import activity_error, start_run
 from vocabulary.contracts import LLM_BREAKER_REPORT, MEMORY_LOAD, THREAD_COMMIT
 from workers.testing import answer, make_config, running_worker, write_script
-from workers.testing.history import history_events, local_activities
+from workers.testing.history import history_events, scheduled_activities
 from workflows.run import RunView
 
 RECORDER = "tests.support.recording_middlewares:RecorderA"
@@ -117,7 +117,7 @@ async def test_a_run_cancelled_during_its_memory_load_ends_cancelled_after_its_a
         handle = await start_run(client, config, "hello", model=write_script(home, [answer("never")]))
         view, events = await _cancel_when_held(handle, hold)
         description = await handle.describe()
-        activities = [name for name, _ in local_activities(await history_events(handle))]
+        activities = [name for name, _ in scheduled_activities(await history_events(handle))]
 
     assert description.status == WorkflowExecutionStatus.CANCELED
     assert view.status == "cancelled" and view.turns == 0, "the run did not go on to call the model"

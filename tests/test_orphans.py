@@ -30,7 +30,7 @@ from workers.devserver import free_port
 from workers.payloads import client_for
 from workers.stack import Stack
 from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, unique, write_script
-from workers.testing.history import history_events, local_activities, replay, scheduled_inputs
+from workers.testing.history import history_events, replay, scheduled_activities, scheduled_inputs
 from workers.worker import build_worker
 from workers.worker_stop import cached_runs, running
 from workflows.run import ReplyInput, RunView, RunWorkflow
@@ -85,7 +85,7 @@ def _live_run_coroutines(workflow_id: str) -> list[Any]:
 
 async def _threads_named(client: Client, events: list[Any]) -> set[str]:
     """Every thread the run's thread.load and thread.commit activities named: the inputs of the scheduled ones,
-    the results of the local ones (a local activity's input is not in history; its result names the thread)."""
+    the result of a local load (a local activity's input is not in history; its result names the thread)."""
     loads = await scheduled_inputs(client, events, THREAD_LOAD, ThreadLoadInput)
     commits = await scheduled_inputs(client, events, THREAD_COMMIT, ThreadCommitInput)
     named = {item.thread.thread_id for item in [*loads, *commits]}
@@ -93,7 +93,7 @@ async def _threads_named(client: Client, events: list[Any]) -> set[str]:
         attributes = event.marker_recorded_event_attributes
         if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED or attributes.marker_name != "core_local_activity":
             continue
-        if json.loads(attributes.details["data"].payloads[0].data)["activity_type"] in (THREAD_LOAD, THREAD_COMMIT):
+        if json.loads(attributes.details["data"].payloads[0].data)["activity_type"] == THREAD_LOAD:
             named.add(json.loads(attributes.details["result"].payloads[0].data)["thread"]["thread_id"])
     return named
 
@@ -195,7 +195,7 @@ async def test_an_orphan_collected_inside_another_run_acts_for_nobody(
 
     assert await _threads_named(client, other_events) == {other_thread}, "only the other run's own commands"
     assert _failed_tasks(other_events) == _failed_tasks(paused_events) == []
-    assert [name for name, _ in local_activities(other_events)].count(THREAD_COMMIT) == 1, "its final commit"
+    assert [name for name, _ in scheduled_activities(other_events)].count(THREAD_COMMIT) == 1
     assert (final.status, final.final_message) == ("completed", "blue it is")
     assert _answered(home, paused_thread, "blue", "blue it is"), "the reply and the answer are stored"
 

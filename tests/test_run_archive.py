@@ -22,7 +22,7 @@ from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput, ThreadRef
 from workers.config import HartflowConfig, open_object_store
 from workers.progress import follow
 from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
-from workers.testing.history import history_events, local_activities
+from workers.testing.history import history_events, scheduled_activities
 from workers.worker import connect
 from workflows.run import PROGRESS_TOPIC, ReplyInput
 from workflows.run.archive import PART_BUDGET_CHARS, _slices
@@ -73,8 +73,11 @@ async def test_a_closed_run_leaves_its_view_and_every_stream_topic(
     assert kinds[-1] == "run_finished" and progress[-1].data["status"] == "completed"
     assert "awaiting_input" in kinds and "tool_result" in kinds
     assert [e.data for e in archive.topic("notes")] == [{"note": "from outside"}]
-    # The archive is the run's last activity, after its final commit: both local, in the run's last workflow task.
-    assert [name for name, _ in local_activities(await history_events(handle))][-2:] == ["thread.commit", RUN_ARCHIVE]
+    # The archive is the run's last activity, after its final commit.
+    assert [name for name, _ in scheduled_activities(await history_events(handle))][-2:] == [
+        "thread.commit",
+        RUN_ARCHIVE,
+    ]
 
 
 async def test_a_cancelled_run_is_archived_as_cancelled(client: Client, config: HartflowConfig, tmp_path: Path) -> None:

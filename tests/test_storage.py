@@ -14,11 +14,9 @@ from typing import Any
 
 import pytest
 import yaml
-from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
-from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
 from activities.memory_store import load_memory, save_memory
 from activities.storage import ObjectStore, StorageConfigError
@@ -26,7 +24,7 @@ from activities.storage.payloads import encode_segment
 from activities.thread_store import MIN_KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
 from tests.support import start_run
 from tests.support.faults import completed_attempts
-from vocabulary.contracts import THREAD_COMMIT, ThreadCommitInput, ThreadRef
+from vocabulary.contracts import ThreadCommitInput, ThreadRef
 from vocabulary.messages import HumanMessage
 from vocabulary.state import ThreadState
 from vocabulary.workflow_ids import run_workflow_id
@@ -361,24 +359,13 @@ async def _until(condition: Callable[[], Awaitable[bool]], timeout: float = 120)
     await asyncio.wait_for(poll(), timeout)
 
 
-class CommitAttempts(Interceptor):
-    """Records the attempt of every ``thread.commit`` the worker starts: the run's final commit is a local activity
-    (``workflows/run/thread_io.py``), which the server's pending activities do not list."""
-
-    def __init__(self) -> None:
-        self.attempts = [0]
-
-    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
-        attempts = self.attempts
-
-        class Recording(ActivityInboundInterceptor):
-            async def execute_activity(self, input: ExecuteActivityInput) -> Any:
-                info = activity.info()
-                if info.activity_type == THREAD_COMMIT:
-                    attempts.append(info.attempt)
-                return await super().execute_activity(input)
-
-        return Recording(next)
+async def _commit_attempt(handle: WorkflowHandle[Any, Any]) -> int:
+    """The attempt the run's pending ``thread.commit`` is on (0 when none is pending)."""
+    description = await handle.describe()
+    for pending in description.raw_description.pending_activities:
+        if pending.activity_type.name == "thread.commit":
+            return int(pending.attempt)
+    return 0
 
 
 async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_its_state_intact(
@@ -397,8 +384,7 @@ async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_i
     async def manifest_count() -> int:
         return len(await asyncio.to_thread(lambda: list(objects.list(manifests))))
 
-    commits = CommitAttempts()
-    async with running_worker(client, config, interceptors=[commits]):
+    async with running_worker(client, config):
         handle = await start_run(client, config, "deploy it", model=model, thread_id=thread)
         assert (await settle(handle)).status == "awaiting_input"
         assert thread_store(config).load(ref).version == 1
@@ -412,7 +398,7 @@ async def test_s3_down_in_the_middle_of_a_run_the_run_waits_and_completes_with_i
             gate.touch()
             # The commit fails and is retried with backoff (1 s, 2 s, 4 s, 8 s): its fifth attempt starts ~15 s
             # after the first, so S3 stays down for longer than that.
-            await _until(lambda: _at_least(lambda: _latest(commits.attempts), 5))
+            await _until(lambda: _at_least(lambda: _commit_attempt(handle), 5))
             assert _unreachable(config)
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
@@ -430,10 +416,6 @@ def _unreachable(config: HartflowConfig) -> bool:
     except StorageConfigError:
         return True
     return False
-
-
-async def _latest(attempts: list[int]) -> int:
-    return attempts[-1]
 
 
 async def _at_least(value: Callable[[], Awaitable[int]], minimum: int) -> bool:

@@ -30,7 +30,7 @@ class ThreadSnapshot:
     version: int
     """The store's version of this state; 0 for a thread that has never been committed."""
     thread: ThreadRef | None = None
-    """The thread read: a local activity's input is not in history, its result is, and names what it touched."""
+    """The thread read: the load is a local activity, whose input is not in history; its result is, and names it."""
 
 
 @dataclass
@@ -63,8 +63,6 @@ class ThreadCommitInput:
 @dataclass
 class ThreadCommitResult:
     version: int
-    thread: ThreadRef | None = None
-    """The thread written (see ``ThreadSnapshot.thread``)."""
 
 
 @dataclass

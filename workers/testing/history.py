@@ -42,19 +42,6 @@ def scheduled_activities(events: list[Any]) -> list[tuple[str, str]]:
     return result
 
 
-def local_activities(events: list[Any]) -> list[tuple[str, str]]:
-    """(activity type, summary) of every local activity the run completed (its ``core_local_activity`` marker),
-    in order: the breaker check, memory loads, and a run's final commit and archive."""
-    result = []
-    for event in events:
-        attributes = event.marker_recorded_event_attributes
-        if event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and attributes.marker_name == "core_local_activity":
-            summary = event.user_metadata.summary.data.decode() if event.HasField("user_metadata") else ""
-            activity_type = json.loads(attributes.details["data"].payloads[0].data)["activity_type"]
-            result.append((activity_type, json.loads(summary or '""')))
-    return result
-
-
 async def scheduled_inputs(client: Client, events: list[Any], activity: str, input_type: type[Any]) -> list[Any]:
     """The decoded input of every ActivityTaskScheduled event of ``activity``, in order."""
     inputs = []

@@ -2,15 +2,13 @@
 clients answer ``status``, ``chain``, ``pending_input`` and ``events`` of a closed run from storage instead of
 a replay (``activities/run_archive.py`` documents the stored format and the reader).
 
-Runs whose history predates the archive replay without it (``hartflow-run-archive`` patch). Since
-``hartflow-close-locally`` (``workflows/run/thread_io.py``) it is a local activity, as the final commit is. A stream
-too large for one activity input (a run whose messages carry tens of MB: every topic holds them, base64-encoded) is
-sent in parts, each under ``PART_BUDGET_CHARS`` (``hartflow-run-archive-parts`` patch, taken only by such runs).
+Runs whose history predates the archive replay without it (``hartflow-run-archive`` patch). A stream too large
+for one activity input (a run whose messages carry tens of MB: every topic holds them, base64-encoded) is sent
+in parts, each under ``PART_BUDGET_CHARS`` (``hartflow-run-archive-parts`` patch, taken only by such runs).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +20,6 @@ from temporalio.exceptions import ActivityError
 from middlewares._activity_call import call_activity
 from middlewares.context import ActivityOptions, TemporalRunContext
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput
-from workflows.run.thread_io import closes_locally
 
 RUN_ARCHIVE_PATCH = "hartflow-run-archive"
 _PARTS_PATCH = "hartflow-run-archive-parts"
@@ -48,7 +45,6 @@ async def archive_run(ctx: TemporalRunContext, view: dict[str, Any], stream: Wor
     slices = _slices(stream, reserve=len(str(view)))
     if len(slices) > 1 and not workflow.patched(_PARTS_PATCH):
         slices = [stream]
-    options = dataclasses.replace(_ARCHIVE_OPTIONS, local=True) if closes_locally() else _ARCHIVE_OPTIONS
     try:
         for part, piece in enumerate(slices):
             last = part == len(slices) - 1
@@ -59,7 +55,7 @@ async def archive_run(ctx: TemporalRunContext, view: dict[str, Any], stream: Wor
                     ctx.thread, ctx.run_id, ctx.workflow_id, view if last else {}, piece, version, part, len(slices)
                 ),
                 summary="archive the run" if len(slices) == 1 else f"archive the run, part {part + 1}/{len(slices)}",
-                options=options,
+                options=_ARCHIVE_OPTIONS,
             )
     except ActivityError as exc:
         workflow.logger.error("run %s not archived: %s", ctx.run_id, exc.cause or exc)

@@ -4,14 +4,12 @@ or, in a continued run, what the previous execution carried (``workflows/run/car
 A subagent's state is its own (``RunProfile.owns_thread`` is false): seeded with its task's prompt and the lead
 run's sandbox, never loaded nor committed.
 
-The load is a local activity too in runs started since :data:`LOAD_LOCALLY_PATCH` (a read, safe to repeat): it
-runs in the run's first workflow task, with before_agent and the first model call's scheduling after it.
-
-A run's final commit and its archive (``workflows/run/archive.py``) are local activities in runs started since
-:data:`CLOSE_LOCALLY_PATCH`: both run in the workflow task that closes the run, instead of a workflow task each
-after it (a regular activity is three history events and one more workflow-task round). Both are idempotent (a
-retried commit finds its own version; an archive is create-only with identical bytes), so re-running them after a
-worker crash is safe, and their inputs — the whole state, the whole stream — no longer enter history.
+The load is a local activity in runs started since :data:`LOAD_LOCALLY_PATCH`: it runs in the run's first
+workflow task, with before_agent and the first model call's scheduling after it, instead of a workflow task of its
+own after it (a regular activity is three history events and one more workflow-task round). A read is safe to run
+again when that workflow task is retried. Commits stay regular activities: a local activity's input is computed
+again by a retried workflow task (its clock moved), so a second attempt could store a different state than the
+first one did; a scheduled activity's input is fixed in history.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ import dataclasses
 from datetime import timedelta
 
 from langchain_core.messages import HumanMessage
-from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 import workflows.run.carry as carry
@@ -45,13 +42,7 @@ _STORE_OPTIONS = ActivityOptions(
     start_to_close=timedelta(seconds=60),
     retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 )
-CLOSE_LOCALLY_PATCH = "hartflow-close-locally"
 LOAD_LOCALLY_PATCH = "hartflow-load-locally"
-
-
-def closes_locally() -> bool:
-    """Whether this run's final commit and archive are local activities (every run started since the patch)."""
-    return workflow.patched(CLOSE_LOCALLY_PATCH)
 
 
 async def start(
@@ -92,18 +83,16 @@ async def start(
     fields.apply({"messages": [message]}, ctx.uuid)
 
 
-async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile, *, closing: bool = False) -> None:
-    """Store the fields' state as the thread's next version (a subagent commits nothing); ``closing``: the run's
-    final commit, right before its end."""
+async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile) -> None:
+    """Store the fields' state as the thread's next version (a subagent commits nothing)."""
     if not profile.owns_thread:
         return
-    local = closing and closes_locally()
     result = await call_activity(
         ctx,
         THREAD_COMMIT,
         ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id, fields.lineage),
         summary="commit thread state",
-        options=dataclasses.replace(_STORE_OPTIONS, local=True) if local else _STORE_OPTIONS,
+        options=_STORE_OPTIONS,
     )
     fields.version = result.version
     fields.lineage = None  # the run's later commits grow from this one

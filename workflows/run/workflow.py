@@ -256,7 +256,7 @@ class RunWorkflow:
         except Exception as exc:
             workflow.logger.error("after_agent failed: %s", exc)
             failure = failure or exc
-        await self._commit(closing=True)
+        await self._commit()
         return await finish(ctx, fields, self._visibility, self._stream, input.webhook, self._view, failure)
 
     async def _start(self, input: RunInput) -> None:
@@ -289,9 +289,9 @@ class RunWorkflow:
 
     # -- ending -------------------------------------------------------------------------------------------
 
-    async def _commit(self, *, closing: bool = False) -> None:
+    async def _commit(self) -> None:
         async with self._commit_lock:
-            await thread_io.commit(self._fields, self._ctx, self.profile, closing=closing)
+            await thread_io.commit(self._fields, self._ctx, self.profile)
 
     def _view(self) -> RunView:
         usage = self.profile.usage(self._chain, self._fields.state)
