@@ -14,7 +14,8 @@ breaker workflow (``workflows/circuit_breaker.py``) through this worker's client
   decide the probe, so they are always asked. A report from this worker forgets the model's answer, so this
   worker's own failures count at once; a breaker opened by *another* worker's reports is seen here at most
   :data:`CLOSED_FRESH_SECONDS` later, which admits that many seconds of calls more to a failing provider (each
-  of which fails and reports).
+  of which fails and reports). The model activity hands the kept answer to the run (:meth:`closed_since`), which
+  then skips its next check while the answer is fresh (``middlewares/llm_error_handling.py``).
 * ``llm_breaker.report`` signal-with-starts the breaker, so the first failure creates it. Errors propagate,
   so the local activity's retry policy retries them.
 """
@@ -31,6 +32,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.contract import implements
 from vocabulary.breaker import (
     ACQUIRE_UPDATE,
+    CLOSED_FRESH_SECONDS,
     REPORT_SIGNAL,
     STATE_QUERY,
     WORKFLOW_NAME,
@@ -50,8 +52,6 @@ from vocabulary.contracts import (
 __all__ = ["LlmBreakerActivities"]
 
 _RPC_TIMEOUT = timedelta(seconds=5)
-CLOSED_FRESH_SECONDS = 1.0
-"""How long this worker trusts a breaker's *closed* answer without asking again."""
 
 
 class LlmBreakerActivities:
@@ -84,6 +84,25 @@ class LlmBreakerActivities:
         if state.phase != "closed":
             self._forget(model, kept[1])
         return state
+
+    def closed_since(self, model: str) -> float | None:
+        """When (``time.monotonic()``) this worker asked the breaker of ``model`` and found it closed with no
+        failures, while that answer is fresh; ``None`` otherwise. Never asks: a run whose model call finds nothing
+        here checks before its next call, and that check refreshes what is kept."""
+        kept = self._closed.get(model)
+        if kept is None or not kept[1].done() or kept[1].cancelled():
+            return None
+        asked, query = kept
+        if time.monotonic() - asked >= CLOSED_FRESH_SECONDS:
+            return None
+        error = query.exception()
+        if error is None:
+            state = query.result()
+        elif isinstance(error, RPCError) and error.status == RPCStatusCode.NOT_FOUND:
+            state = BreakerState()  # no breaker yet: closed
+        else:
+            return None
+        return asked if state.phase == "closed" and state.failures == 0 else None
 
     def _forget(self, model: str, query: asyncio.Task[BreakerState] | None = None) -> None:
         """Drop the kept answer for ``model`` (only if it is still ``query``, when given)."""

@@ -8,7 +8,9 @@ that signal is best-effort: failing to send it never fails the call.
 The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay. When the call
 asks for live tokens (``ModelCallInput.live``) and the model streams, the answer is read with ``astream`` and
 published in batches while it is generated (``activities/live_tokens.py``); the result is still the complete
-message, under an id every attempt shares.
+message, under an id every attempt shares. When the run asks (``ModelCallInput.report_breaker``), the answer's
+metadata also says when this worker last saw the model's circuit breaker closed (``vocabulary/breaker.py``), so
+the run can skip its next breaker check.
 
 ``input.model`` is a name from the worker's ``models:`` list (built here, its ``$VAR`` secrets read from this
 process's environment, so they never enter history) or a ``scripted:`` / ``openai:`` shorthand. Error text
@@ -18,8 +20,9 @@ that would carry a resolved secret is scrubbed before it leaves the activity.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import TypeVar
 
@@ -39,6 +42,7 @@ from activities.models.script_file import ScriptError
 from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
 from activities.transcripts import Preamble, TranscriptError, TranscriptStore
+from vocabulary.breaker import CLOSED_AT_KEY
 from vocabulary.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 
 __all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
@@ -81,10 +85,13 @@ class ModelActivities:
         models: Sequence[ModelEntry] = (),
         environ: Mapping[str, str] | None = None,
         stream_tokens: bool = True,
+        breaker_closed_since: Callable[[str], float | None] | None = None,
     ) -> None:
         """``store``: where the threads' message blobs live; requests that carry a transcript reference need it;
         live tokens are published there too. ``models``: the worker's ``models:`` list, built with ``$VAR`` values
-        from ``environ``. ``stream_tokens``: publish answers while they are generated (when the call asks)."""
+        from ``environ``. ``stream_tokens``: publish answers while they are generated (when the call asks).
+        ``breaker_closed_since``: this process's breaker answers (``LlmBreakerActivities.closed_since``)."""
+        self._breaker_closed_since = breaker_closed_since
         self._transcripts = TranscriptStore(store) if store is not None else None
         self._store = store
         self._stream_tokens = stream_tokens
@@ -94,11 +101,17 @@ class ModelActivities:
     @implements(MODEL_INVOKE)
     async def invoke(self, input: ModelCallInput) -> AIMessage:
         """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
-        info = activity.info()
+        info, started = activity.info(), time.monotonic()
         with model_span(input.model, purpose=input.purpose, attempt=info.attempt) as span:
             message = await self._invoke(input, info)
             record_usage(span, message.usage_metadata)
-            return message
+        if input.report_breaker and self._breaker_closed_since is not None:
+            asked = self._breaker_closed_since(input.model)
+            if asked is not None:
+                # On the server's clock (this attempt's start), which the run's workflow.now() reads too.
+                closed_at = info.started_time + timedelta(seconds=asked - started)
+                message.response_metadata[CLOSED_AT_KEY] = closed_at.timestamp()
+        return message
 
     async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:
         call = CallCoordinates(purpose=input.purpose, call_index=input.call_index, attempt=info.attempt)

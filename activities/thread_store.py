@@ -266,7 +266,8 @@ class ThreadStoreActivities:
     def load(self, input: ThreadLoadInput) -> ThreadSnapshot:
         try:
             with activity_errors():
-                return self.store.load(input.thread, input.base_version)
+                snapshot = self.store.load(input.thread, input.base_version)
+                return ThreadSnapshot(snapshot.state, snapshot.version, input.thread)
         except VersionMissingError as exc:
             raise ApplicationError(str(exc), type="VersionMissing", non_retryable=True) from exc
 

@@ -70,6 +70,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         type=float,
         help="throughput, recovery: the hartflow workers' temporal.sticky_queue_timeout_seconds (default: its default)",
     )
+    parser.add_argument(
+        "--worker-tuning",
+        type=json.loads,
+        default={},
+        help="throughput: the hartflow workers' temporal.worker keys as JSON (workers/worker_tuning.py), "
+        "e.g. '{\"max_concurrent_workflow_tasks\": 8}'",
+    )
     parser.add_argument("--concurrency", help="throughput: comma-separated concurrent runs (default 50,200; smoke 3)")
     parser.add_argument(
         "--worker-processes",
@@ -120,6 +127,8 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
                 max_run_seconds=args.max_run_seconds or plan.max_run_seconds,
                 warmup_turns=plan.warmup_turns,
                 sticky_queue_timeout_seconds=args.sticky_queue_timeout,
+                worker_tuning=args.worker_tuning,
+                server_pid=server.pid,
             )
             histories: dict[tuple[str, int], dict[str, Any]] = {}
             families: dict[str, Callable[[], Awaitable[dict[str, Any]]]] = {

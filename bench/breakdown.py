@@ -11,7 +11,9 @@ event timestamps:
   model call, the tool, and the storage round trips (``thread.load``, ``transcript.*``, ``thread.commit``, …).
 
 What is not inside any of these is the server's own bookkeeping between them (``other``). Times are the sum
-over the run divided by N, in ms; the table also gives each activity's count per turn.
+over the run divided by N, in ms; the table also gives each activity's count per turn. Below the table, the CPU
+time the run cost per turn, in this process (worker and client) and in the dev server's processes: on a shared
+machine wall times move with the neighbours' load, CPU times much less.
 
     python -m bench.breakdown --turns 100
     python -m bench.breakdown --turns 200 --profile /tmp/worker.prof   # cProfile of the worker's event loop
@@ -34,7 +36,7 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 
 from bench import hartflow_side
-from bench.common import unique
+from bench.common import group_cpu_seconds, unique
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
 from workers.devserver import DevServer, free_port
 from workers.devserver_options import DevServerOptions
@@ -96,20 +98,22 @@ def breakdown(histories: list[list[Any]]) -> dict[str, Any]:
     return {"wall": wall, "totals": dict(totals), "counts": dict(counts)}
 
 
-async def measure(turns: int, profile: Path | None) -> dict[str, Any]:
+async def measure(turns: int, profile: Path | None, stream_tokens: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hartflow-breakdown-") as tmp:
         workdir = Path(tmp)
         server = DevServer(DevServerOptions(db_file=workdir / "temporal.db", port=free_port(), ui=False))
         await asyncio.to_thread(server.start)
         try:
-            config = hartflow_side.bench_config(workdir / "home", server.address, unique("breakdown"), turns=turns)
+            config = hartflow_side.bench_config(
+                workdir / "home", server.address, unique("breakdown"), turns=turns, stream_tokens=stream_tokens
+            )
             model = write_script(workdir, responses(turns), f"turns-{turns}")
             client = await connect(config)
             async with hartflow_side.in_process_worker(client, config):
                 warmup = await hartflow_side.start_run(client, config, unique("warm"), model, PROMPT)
                 await warmup.result()
                 profiler = cProfile.Profile() if profile else None
-                began = time.perf_counter()
+                began, cpu, server_cpu = time.perf_counter(), time.process_time(), group_cpu_seconds(server.pid)
                 if profiler:
                     profiler.enable()
                 handle = await hartflow_side.start_run(client, config, unique("breakdown"), model, PROMPT)
@@ -118,10 +122,11 @@ async def measure(turns: int, profile: Path | None) -> dict[str, Any]:
                     profiler.disable()
                     profiler.dump_stats(str(profile))
                 elapsed = time.perf_counter() - began
+                cpu, server_cpu = time.process_time() - cpu, group_cpu_seconds(server.pid) - server_cpu
             if view.final_message != FINAL_ANSWER:
                 raise RuntimeError(f"the run ended {view.status}: {view.final_message}")
             result = breakdown(await chain_histories(client, handle.id, handle.result_run_id or ""))
-            result["client_wall"] = elapsed
+            result.update(client_wall=elapsed, cpu=cpu, server_cpu=server_cpu)
             return result
         finally:
             await asyncio.to_thread(server.stop)
@@ -150,6 +155,11 @@ def table(result: dict[str, Any], turns: int) -> str:
                     lines.append(f"| {sub} | {sub_ms:.2f} | {sub_ms / wall:.0%} | {sub_count:.2f} |")
     rest = wall - accounted
     lines.append(f"| other (server bookkeeping, overlap) | {rest:.2f} | {rest / wall:.0%} | |")
+    lines.append("")
+    lines.append(
+        f"CPU per turn: {result['cpu'] * 1000 / turns:.1f} ms in this process (worker and client), "
+        f"{result['server_cpu'] * 1000 / turns:.1f} ms in the dev server."
+    )
     return "\n".join(lines)
 
 
@@ -157,10 +167,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--profile", type=Path, help="write a cProfile of the timed run here")
+    parser.add_argument("--stream-tokens", action="store_true", help="model calls publish live tokens")
     args = parser.parse_args()
     if args.turns < 1:
         parser.error("--turns must be >= 1")
-    print(table(asyncio.run(measure(args.turns, args.profile)), args.turns))
+    print(table(asyncio.run(measure(args.turns, args.profile, args.stream_tokens)), args.turns))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,26 @@ class BenchContext:
     """Turns of the warm-up run each per-turn session starts with."""
     sticky_queue_timeout_seconds: float | None = None
     """Throughput and recovery: hartflow workers' ``temporal.sticky_queue_timeout_seconds`` (None: the default)."""
+    server_pid: int | None = None
+    """The dev server's guard, which leads the server's process group (its CPU time is read per burst)."""
+    worker_tuning: dict[str, Any] = field(default_factory=dict)
+    """Throughput: hartflow workers' ``temporal.worker`` keys (``workers/worker_tuning.py``; empty: the defaults)."""
+
+
+def group_cpu_seconds(group: int | None) -> float:
+    """User + system CPU seconds of the live processes in process group ``group`` (the dev server's guard and a
+    ``hartflow worker`` lead their groups; a floor worker is the only one in its own), read from ``/proc``; 0 where
+    there is no ``/proc``. On a shared machine CPU per run moves much less with the neighbours' load than wall
+    time does."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the process ended meanwhile
+        if group is not None and int(fields[2]) == group:
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def unique(prefix: str) -> str:

@@ -43,10 +43,14 @@ def bench_config(
     turns: int,
     tool_heartbeat_seconds: int = 30,
     sticky_queue_timeout_seconds: float | None = None,
+    stream_tokens: bool = False,
+    worker_tuning: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> HartflowConfig:
-    """hartflow's default config (so the full default chain) on ``address``, allowed ``turns`` tool turns."""
-    temporal: dict[str, Any] = {"address": address, "task_queue": task_queue}
+    """hartflow's default config (so the full default chain) on ``address``, allowed ``turns`` tool turns.
+    ``stream_tokens``: the model calls publish live tokens (``run.model_call.stream_tokens``, on by default in
+    hartflow); off unless asked, since no other system streams, and the per-turn family measures it on beside."""
+    temporal: dict[str, Any] = {"address": address, "task_queue": task_queue, "worker": worker_tuning or {}}
     if sticky_queue_timeout_seconds is not None:
         temporal["sticky_queue_timeout_seconds"] = sticky_queue_timeout_seconds
     return load_config(
@@ -57,6 +61,7 @@ def bench_config(
             "run": {
                 "recursion_limit": turns + 10,
                 "tool_call": {"heartbeat_seconds": tool_heartbeat_seconds},
+                "model_call": {"stream_tokens": stream_tokens},
                 "middlewares": {
                     "loop_detection": {
                         "warn_threshold": UNBOUNDED,

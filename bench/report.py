@@ -97,22 +97,23 @@ def markdown(results: dict[str, Any]) -> str:
         )
         parts.append(
             "| concurrent runs | worker processes | system | runs/min | turn p50 ms | turn p99 ms | "
-            "worker peak RSS MiB | workflow-task timeouts |"
+            "worker peak RSS MiB | workflow-task timeouts | CPU ms/run: server + workers |"
         )
-        parts.append("|---:|---:|---|---:|---:|---:|---:|---:|")
+        parts.append("|---:|---:|---|---:|---:|---:|---:|---:|---:|")
         for row in throughput["rows"]:
             ratio = f" ({row['ratio_to_floor']}× the floor)" if "ratio_to_floor" in row else ""
             processes = row.get("worker_processes", 1)
             parts.append(
                 f"| {row['concurrency']} | {processes} | hartflow | {row['runs_per_minute']}{ratio} | "
                 f"{row['turn_p50_ms']} | {row['turn_p99_ms']} | {row['worker_peak_rss_mib']} | "
-                f"{row.get('workflow_task_timeouts', '–')} |"
+                f"{row.get('workflow_task_timeouts', '–')} | {_cpu(row)} |"
             )
             floor = row.get("floor")
             if floor:
                 parts.append(
                     f"| {row['concurrency']} | {processes} | floor | {floor['runs_per_minute']} | "
-                    f"{floor['turn_p50_ms']} | {floor['turn_p99_ms']} | {floor['worker_peak_rss_mib']} | – |"
+                    f"{floor['turn_p50_ms']} | {floor['turn_p99_ms']} | {floor['worker_peak_rss_mib']} | – | "
+                    f"{_cpu(floor)} |"
                 )
     resume = results.get("resume")
     if resume:
@@ -150,3 +151,10 @@ def _sticky(rows: list[dict[str, Any]]) -> str:
     """The sticky-queue timeout the rows were measured with (older results did not record it)."""
     values = sorted({row["sticky_queue_timeout_seconds"] for row in rows if "sticky_queue_timeout_seconds" in row})
     return f"; sticky-queue timeout {', '.join(f'{v:g}' for v in values)} s" if values else ""
+
+
+def _cpu(row: dict[str, Any]) -> str:
+    """Results from before the CPU columns have none."""
+    if "server_cpu_ms_per_run" not in row:
+        return "–"
+    return f"{row['server_cpu_ms_per_run']:.0f} + {row['worker_cpu_ms_per_run']:.0f}"

@@ -20,7 +20,9 @@ from bench import hartflow_side
 from bench.common import ACTIVITY_SCHEDULED, BenchContext, history_totals, unique
 from bench.workload import FINAL_ANSWER, PROMPT, ai_messages, responses, write_script
 
-SYSTEMS = ("floor", "hartflow", "deepagents", "langchain-memory", "langchain-sqlite")
+SYSTEMS = ("floor", "hartflow", "hartflow-streamed", "deepagents", "langchain-memory", "langchain-sqlite")
+"""``hartflow-streamed`` is hartflow with live tokens on (``run.model_call.stream_tokens``, hartflow's default):
+every model call also publishes its answer while it is generated. ``hartflow`` has them off, as no peer streams."""
 TEMPORAL_SYSTEMS = ("floor", "hartflow", "deepagents")
 
 
@@ -154,11 +156,12 @@ def hartflow_chain_length() -> int:
 @contextlib.asynccontextmanager
 async def open_session(name: str, ctx: BenchContext, plan: Sequence[int]) -> AsyncIterator[Session]:
     task_queue = unique(f"bench-{name}")
-    if name == "hartflow":
+    if name in ("hartflow", "hartflow-streamed"):
         from workers.worker import connect
 
         home = ctx.workdir / unique("home")
-        config = hartflow_side.bench_config(home, ctx.address, task_queue, turns=max(plan))
+        streamed = name == "hartflow-streamed"
+        config = hartflow_side.bench_config(home, ctx.address, task_queue, turns=max(plan), stream_tokens=streamed)
         client = await connect(config)
         async with hartflow_side.in_process_worker(client, config):
             yield HartflowSession(ctx, client, config)

@@ -28,7 +28,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench import hartflow_side
-from bench.common import ACTIVITY_SCHEDULED, BenchContext, percentile, round_ms, unique
+from bench.common import ACTIVITY_SCHEDULED, BenchContext, group_cpu_seconds, percentile, round_ms, unique
 from bench.floor import MODEL_ACTIVITY, FloorInput, FloorWorkflow
 from bench.workload import FINAL_ANSWER, PROMPT, responses, write_script
 from vocabulary.contracts import MODEL_INVOKE
@@ -62,17 +62,24 @@ async def measure(ctx: BenchContext, concurrency: int, processes: int = 1) -> di
     task_queue = unique("bench-throughput")
     home = ctx.workdir / unique("home")
     config = hartflow_side.bench_config(
-        home, ctx.address, task_queue, turns=TURNS, sticky_queue_timeout_seconds=ctx.sticky_queue_timeout_seconds
+        home,
+        ctx.address,
+        task_queue,
+        turns=TURNS,
+        sticky_queue_timeout_seconds=ctx.sticky_queue_timeout_seconds,
+        worker_tuning=ctx.worker_tuning,
     )
     model = write_script(ctx.workdir, responses(TURNS), f"throughput-{TURNS}")
     client = await connect(config)
     with hartflow_side.worker_processes(config, ctx.workdir / f"{task_queue}.yaml", processes) as workers:
+        cpu = _cpu_seconds(ctx, [worker.pid for worker in workers])
         began = time.perf_counter()
         handles = await asyncio.gather(
             *(hartflow_side.start_run(client, config, unique("tp"), model, PROMPT) for _ in range(concurrency))
         )
         views = await asyncio.gather(*(handle.result() for handle in handles))
         elapsed = time.perf_counter() - began
+        cpu = [after - before for before, after in zip(cpu, _cpu_seconds(ctx, [w.pid for w in workers]), strict=True)]
         rss = max(peak_rss_mib(worker.pid) for worker in workers)
     failed = [view for view in views if view.status != "completed" or view.final_message != FINAL_ANSWER]
     if failed:
@@ -87,6 +94,7 @@ async def measure(ctx: BenchContext, concurrency: int, processes: int = 1) -> di
         "concurrency": concurrency,
         "worker_processes": processes,
         "sticky_queue_timeout_seconds": config.temporal.sticky_queue_timeout_seconds,
+        "worker_tuning": config.temporal.worker.model_dump(exclude_none=True),
         "turns_per_run": TURNS,
         "runs_per_minute": round(concurrency / elapsed * 60, 1),
         "turn_p50_ms": round_ms(percentile(latencies, 50)),
@@ -94,6 +102,7 @@ async def measure(ctx: BenchContext, concurrency: int, processes: int = 1) -> di
         "worker_peak_rss_mib": rss,
         "workflow_task_timeouts": timeouts,
         "wall_seconds": round(elapsed, 2),
+        **_cpu_per_run(cpu, concurrency),
     }
 
 
@@ -109,6 +118,7 @@ async def measure_floor(ctx: BenchContext, concurrency: int, processes: int = 1)
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,
+            start_new_session=True,  # it leads its process group, whose CPU time is read
         )
         for _ in range(processes)
     ]
@@ -118,6 +128,7 @@ async def measure_floor(ctx: BenchContext, concurrency: int, processes: int = 1)
             if "worker polling task queue" not in worker.stdout.readline():
                 raise RuntimeError(f"the floor worker exited with {worker.wait()}")
             threading.Thread(target=worker.stdout.read, daemon=True).start()
+        cpu = _cpu_seconds(ctx, [worker.pid for worker in workers])
         began = time.perf_counter()
         handles = await asyncio.gather(
             *(
@@ -129,6 +140,7 @@ async def measure_floor(ctx: BenchContext, concurrency: int, processes: int = 1)
         )
         await asyncio.gather(*(handle.result() for handle in handles))
         elapsed = time.perf_counter() - began
+        cpu = [after - before for before, after in zip(cpu, _cpu_seconds(ctx, [w.pid for w in workers]), strict=True)]
         rss = max(peak_rss_mib(worker.pid) for worker in workers)
     finally:
         for worker in workers:
@@ -148,7 +160,18 @@ async def measure_floor(ctx: BenchContext, concurrency: int, processes: int = 1)
         "turn_p99_ms": round_ms(percentile(latencies, 99)),
         "worker_peak_rss_mib": rss,
         "wall_seconds": round(elapsed, 2),
+        **_cpu_per_run(cpu, concurrency),
     }
+
+
+def _cpu_seconds(ctx: BenchContext, workers: list[int]) -> list[float]:
+    """CPU seconds so far of the dev server, then of the worker processes (each leads its process group)."""
+    return [group_cpu_seconds(ctx.server_pid), sum(group_cpu_seconds(pid) for pid in workers)]
+
+
+def _cpu_per_run(used: list[float], runs: int) -> dict[str, float]:
+    """What one run cost the server and the workers in CPU ms: the steadier figure on a shared machine."""
+    return {"server_cpu_ms_per_run": round_ms(used[0] / runs), "worker_cpu_ms_per_run": round_ms(used[1] / runs)}
 
 
 async def run(ctx: BenchContext, concurrencies: list[int], processes: list[int] | None = None) -> dict[str, Any]:

@@ -160,6 +160,10 @@ class RunContext(ABC):
         """This run is a subagent working on a lead run's ``task`` call (``workflows/run/subagent.py``)."""
         self._progress = progress or RunProgress()
         self._events = events or RunEvents()
+        self.breaker_closed_at: dict[str, datetime] = {}
+        """Per model: when the worker of the run's last agent model call saw its circuit breaker closed with no
+        failures (``vocabulary/breaker.py``), as the engine took it from that call's answer; LLMErrorHandling
+        consumes it."""
 
     @property
     def turn(self) -> int:

@@ -27,6 +27,7 @@ predicates ``middlewares/_messages.py``; the chain ``middlewares/chain.py`` puts
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -40,9 +41,14 @@ logger = hook_logger(__name__)
 
 
 class InputSanitizationMiddleware(Middleware):
+    def __init__(self) -> None:
+        self._framed: tuple[BaseMessage, HumanMessage | None] | None = None
+        """The last message framed and its framed copy: a run's next turns get the same object, so the
+        middlewares inside that remember what they checked by identity (DanglingToolCall) keep their work."""
+
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
         try:
-            messages = sanitize_last_user_message(request.messages)
+            messages = sanitize_last_user_message(request.messages, self._frame)
         except Exception:  # DeerFlow fails open: an unsanitised request beats a stuck run
             logger.warning("Input guardrail processing failed; passing original request to model", exc_info=True)
             messages = None
@@ -50,14 +56,23 @@ class InputSanitizationMiddleware(Middleware):
             request = request.override(messages=messages)
         return await handler(request)
 
+    def _frame(self, message: BaseMessage) -> HumanMessage | None:
+        """:func:`_framed`, once per message object (workflow code never changes a message in place)."""
+        if self._framed is None or self._framed[0] is not message:
+            self._framed = (message, _framed(message))
+        return self._framed[1]
 
-def sanitize_last_user_message(messages: list[BaseMessage]) -> list[BaseMessage] | None:
-    """``messages`` with the last genuine user message framed, or ``None`` when nothing changes."""
+
+def sanitize_last_user_message(
+    messages: list[BaseMessage], frame: Callable[[BaseMessage], HumanMessage | None] | None = None
+) -> list[BaseMessage] | None:
+    """``messages`` with the last genuine user message framed (by ``frame``, default :func:`_framed`), or
+    ``None`` when nothing changes."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if not is_genuine_user_message(message):
             continue
-        framed = _framed(message)
+        framed = (frame or _framed)(message)
         if framed is None:
             return None
         return [*messages[:index], framed, *messages[index + 1 :]]

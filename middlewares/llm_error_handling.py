@@ -22,22 +22,25 @@ and the run records DeerFlow's ``llm_retry`` progress event (``workflows/run/mod
 Where the breaker is consulted: in the workflow, before the model activity is scheduled. An open breaker then
 answers without any model activity (as in DeerFlow, the handler is not called), ``on_open: wait`` is a durable
 workflow timer, and the run — which always learns the final outcome, timeouts and worker crashes included —
-owns the half-open probe. The cost on a healthy breaker is one local activity per model call: one
-``MarkerRecorded`` event in the run's history and, per worker process, one query RPC a second (a closed answer is
-shared for that long: ``activities/llm_breaker.py``), nothing in the breaker's history. Consulting
-inside the model activity would save that marker but could not skip scheduling the activity, could not wait
-on a timer, and would leave a probe stranded when its worker dies mid-call.
+owns the half-open probe. Consulting inside the model activity could not skip scheduling the activity, could
+not wait on a timer, and would leave a probe stranded when its worker dies mid-call. The cost on a healthy
+breaker: per worker process, one query RPC a second (a closed answer is shared for that long:
+``activities/llm_breaker.py``), nothing in the breaker's history; per run, the check's local activity (one
+``MarkerRecorded`` event, and one more workflow-task round before the call) only when the run does not already
+know the breaker closed — the previous call's worker says when it last saw it so, and within the same second the
+run skips the check (``middlewares/_breaker_gate.py``).
 
 Per-run memory: none. Settings: :class:`LLMErrorHandlingConfig` (DeerFlow's ``llm_call`` and
 ``circuit_breaker`` sections). DeerFlow's process-wide ``max_concurrent_calls`` limiter is not reproduced: a
 worker's ``max_concurrent_activities`` or a task-queue rate limit bounds in-flight model calls here.
 
-Parts: the contract ``vocabulary/contracts/llm_breaker.py`` (``LLM_BREAKER_CHECK``, ``LLM_BREAKER_REPORT``) and its
-activities ``activities/llm_breaker.py``; the breaker workflow ``workflows/circuit_breaker.py`` and its vocabulary
-``vocabulary/breaker.py``; the classifier and retry budget in ``activities/llm_errors.py``, applied by the model
-activity ``activities/model.py``; the retry policy wired by ``middlewares/run_settings.py`` and used, with the
-``llm_retry`` signal, by ``workflows/run/model_call.py``. Tests: ``tests/test_llm_error_handling.py``,
-``tests/test_llm_errors.py``, ``tests/test_faults.py``.
+Parts: the breaker's side in ``middlewares/_breaker_gate.py``: the contract ``vocabulary/contracts/llm_breaker.py``
+(``LLM_BREAKER_CHECK``, ``LLM_BREAKER_REPORT``) and its activities ``activities/llm_breaker.py``; the breaker
+workflow ``workflows/circuit_breaker.py`` and its vocabulary ``vocabulary/breaker.py``; the classifier and retry
+budget in ``activities/llm_errors.py``, applied by the model activity ``activities/model.py``; the retry policy
+wired by ``middlewares/run_settings.py`` and used, with the ``llm_retry`` signal, by
+``workflows/run/model_call.py``. Tests: ``tests/test_llm_error_handling.py``, ``tests/test_llm_errors.py``,
+``tests/test_faults.py``.
 """
 
 from __future__ import annotations
@@ -54,21 +57,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
-from middlewares._activity_call import call_activity
-from middlewares._logging import hook_logger
+from middlewares._breaker_gate import BreakerGate
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from middlewares.context import ActivityOptions, best_effort
-from vocabulary.breaker import BreakerReport, Outcome
-from vocabulary.contracts import (
-    LLM_BREAKER_CHECK,
-    LLM_BREAKER_REPORT,
-    BreakerCheckInput,
-    BreakerCheckResult,
-    BreakerReportInput,
-    LlmRetryBudget,
-)
-
-logger = hook_logger(__name__)
+from vocabulary.contracts import LlmRetryBudget
 
 QUOTA_TEXT = (
     "The configured LLM provider rejected the request because the account is out of quota, billing is "
@@ -99,14 +90,6 @@ CIRCUIT_OPEN_TEXT = (
 # Only this class gets the "split the work" advice: plain connection drops happen with normal payloads too.
 _STREAM_DROP_ERRORS = frozenset({"StreamChunkTimeoutError"})
 _MIN_WAIT = timedelta(milliseconds=100)
-_CHECK_OPTIONS = ActivityOptions(
-    start_to_close=timedelta(seconds=15), local=True, retry=RetryPolicy(maximum_attempts=1)
-)
-_REPORT_OPTIONS = ActivityOptions(
-    start_to_close=timedelta(seconds=15),
-    local=True,
-    retry=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
-)
 
 
 class _Strict(BaseModel):
@@ -218,78 +201,43 @@ def _fallback(text: str, failure: ModelFailure) -> AIMessage:
 
 class LLMErrorHandlingMiddleware(Middleware):
     def __init__(self, config: LLMErrorHandlingConfig | None = None) -> None:
-        self.config = config or LLMErrorHandlingConfig()
+        self.config = config = config or LLMErrorHandlingConfig()
+        breaker, call = config.circuit_breaker, config.llm_call
+        self._breaker = BreakerGate(
+            breaker.failure_threshold,
+            breaker.recovery_timeout_sec,
+            call.retry_max_attempts,
+            call.retry_cap_delay_ms / 1000,
+        )
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
-        ctx = request.ctx
+        ctx, breaker = request.ctx, self._breaker
         holder = f"{ctx.workflow_id}/{ctx.run_id}/turn-{ctx.turn}"
-        admission = await self._check(request, holder)
+        admission = await breaker.admit(request, holder)
         while not admission.admitted:
             if self.config.circuit_breaker.on_open == "fallback":
                 return circuit_open_message()
             wait = max(timedelta(seconds=admission.retry_in_seconds), _MIN_WAIT)
             ctx.emit("llm_circuit_wait", phase=admission.phase, wait_ms=int(wait.total_seconds() * 1000))
             await workflow.sleep(wait, summary="LLMErrorHandling.wrap_model_call · circuit open, waiting")
-            admission = await self._check(request, holder)
+            admission = await breaker.check(request, holder)
         try:
             response = await handler(request)
         except ActivityError as error:
             if is_cancelled_exception(error):
-                await self._release_probe(request, holder, admission)
+                await breaker.release_probe(request, holder, admission)
                 raise
             failure = describe_failure(error)
             # Burst-rate exhaustion is the provider shedding a ramp, not the provider being down: never trip.
             if failure.retriable and failure.reason != "burst_rate":
-                await self._report(request, holder, "failure")
+                await breaker.report(request, holder, "failure")
             else:
-                await self._release_probe(request, holder, admission)
+                await breaker.release_probe(request, holder, admission)
             return fallback_message(failure)
         except (Exception, asyncio.CancelledError):
             # Never wider: an eviction or a collected orphan (BaseExceptions) must end the run untouched.
-            await self._release_probe(request, holder, admission)
+            await breaker.release_probe(request, holder, admission)
             raise
         if admission.report_success:
-            await self._report(request, holder, "success")
+            await breaker.report(request, holder, "success")
         return response
-
-    async def _check(self, request: ModelRequest, holder: str) -> BreakerCheckResult:
-        ctx = request.ctx
-        call = self.config.llm_call
-        # A probe whose holder vanished is freed after the longest its call could take.
-        lease = ctx.model_calls.timeout_seconds * call.retry_max_attempts + (
-            call.retry_cap_delay_ms / 1000 * (call.retry_max_attempts - 1)
-        )
-        admission = await best_effort(
-            call_activity(
-                ctx,
-                LLM_BREAKER_CHECK,
-                BreakerCheckInput(request.model, holder, lease),
-                summary="LLMErrorHandling.wrap_model_call · circuit check",
-                options=_CHECK_OPTIONS,
-            )
-        )
-        if isinstance(admission, ActivityError):
-            # A breaker that cannot be consulted must not stop model calls.
-            logger.warning("circuit breaker check failed, admitting the call: %s", admission)
-            return BreakerCheckResult(admitted=True)
-        return admission
-
-    async def _release_probe(self, request: ModelRequest, holder: str, admission: BreakerCheckResult) -> None:
-        if admission.probe:
-            await self._report(request, holder, "release")
-
-    async def _report(self, request: ModelRequest, holder: str, outcome: Outcome) -> None:
-        breaker = self.config.circuit_breaker
-        report = BreakerReport(outcome, holder, breaker.failure_threshold, breaker.recovery_timeout_sec)
-        reported = await best_effort(
-            call_activity(
-                request.ctx,
-                LLM_BREAKER_REPORT,
-                BreakerReportInput(request.model, report),
-                summary=f"LLMErrorHandling.wrap_model_call · circuit report {outcome}",
-                options=_REPORT_OPTIONS,
-            )
-        )
-        if isinstance(reported, ActivityError):
-            # A lost report costs one count (or a probe until its lease ends), never the run.
-            logger.warning("circuit breaker report %s failed: %s", outcome, reported)

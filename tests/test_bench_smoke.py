@@ -40,7 +40,7 @@ def test_smoke_run_reports_every_benchmark_with_numbers(tmp_path: Path) -> None:
     per_turn = results["per_turn"]
     assert per_turn["langchain_noop_middlewares"] > 0
     measured = {row["system"] for row in per_turn["rows"] if _numbers(row, "ms_per_turn", "ratio_to_floor")}
-    assert measured == {"floor", "hartflow", "deepagents", "langchain-memory", "langchain-sqlite"}
+    assert measured == {"floor", "hartflow", "hartflow-streamed", "deepagents", "langchain-memory", "langchain-sqlite"}
 
     history = {row["system"]: row for row in results["history"]["rows"]}
     assert set(history) == {"floor", "hartflow", "deepagents"}
@@ -54,7 +54,10 @@ def test_smoke_run_reports_every_benchmark_with_numbers(tmp_path: Path) -> None:
     assert results["machine"]["cores"] and results["commands"] == [f".venv/bin/python -m bench --smoke --out {out}"]
 
     # The printed table is the one the README gets.
-    assert "| N | floor | hartflow | deepagents | langchain-memory | langchain-sqlite |" in process.stdout
+    assert (
+        "| N | floor | hartflow | hartflow-streamed | deepagents | langchain-memory | langchain-sqlite |"
+        in process.stdout
+    )
 
 
 def test_update_readme_rewrites_only_the_marked_block(tmp_path: Path) -> None:

@@ -254,3 +254,22 @@ async def test_injection_in_the_users_message_and_a_fetched_page_reaches_the_mod
     assert [m["content"] for m in user_messages] == [typed], "the thread keeps what the user typed"
     [stored_page] = [m for m in state["messages"] if m["type"] == "tool"]
     assert stored_page["content"] == neutralised_page, "later turns see the neutralised page too"
+
+
+async def test_a_runs_later_turns_get_the_same_framed_message() -> None:
+    """Framed once per message object: the middlewares inside that remember their checks by identity
+    (DanglingToolCall's well-formed prefix) keep them, so a turn's cost does not grow with the conversation."""
+    seen: list[ModelRequest] = []
+
+    async def model(request: ModelRequest) -> AIMessage:
+        seen.append(request)
+        return AIMessage("ok")
+
+    middleware, user = InputSanitizationMiddleware(), HumanMessage("hi <system>x</system>")
+    first = [user, AIMessage("a")]
+    for messages in (first, [*first, AIMessage("b")], [*first, HumanMessage("more")]):
+        request = ModelRequest(messages, None, [], ThreadState(messages=messages), StubRunContext(), "m")
+        await middleware.wrap_model_call(request, model)
+    framed = [request.messages[0] for request in seen]
+    assert framed[0] is framed[1] and framed[0] is not user, "the same user message: the same framed copy"
+    assert framed[2] is user and seen[2].messages[2].content != "more", "a newer one is framed instead"

@@ -11,6 +11,7 @@ run at a time (every answer forces an eviction) loses nothing of any run.
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import types
 from collections.abc import Iterator
@@ -83,10 +84,18 @@ def _live_run_coroutines(workflow_id: str) -> list[Any]:
 
 
 async def _threads_named(client: Client, events: list[Any]) -> set[str]:
-    """Every thread the run's thread.load and thread.commit activities named."""
+    """Every thread the run's thread.load and thread.commit activities named: the inputs of the scheduled ones,
+    the result of a local load (a local activity's input is not in history; its result names the thread)."""
     loads = await scheduled_inputs(client, events, THREAD_LOAD, ThreadLoadInput)
     commits = await scheduled_inputs(client, events, THREAD_COMMIT, ThreadCommitInput)
-    return {item.thread.thread_id for item in [*loads, *commits]}
+    named = {item.thread.thread_id for item in [*loads, *commits]}
+    for event in events:
+        attributes = event.marker_recorded_event_attributes
+        if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED or attributes.marker_name != "core_local_activity":
+            continue
+        if json.loads(attributes.details["data"].payloads[0].data)["activity_type"] == THREAD_LOAD:
+            named.add(json.loads(attributes.details["result"].payloads[0].data)["thread"]["thread_id"])
+    return named
 
 
 def _failed_tasks(events: list[Any]) -> list[str]:

@@ -8,14 +8,23 @@ reports. Pure data, so all three import it from here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 WORKFLOW_NAME = "HartflowCircuitBreaker"
 WORKFLOW_ID_PREFIX = "hartflow-breaker-"
 STATE_QUERY = "state"
 ACQUIRE_UPDATE = "acquire"
 REPORT_SIGNAL = "report"
+
+CLOSED_FRESH_SECONDS = 1.0
+"""How long a breaker's *closed* answer is trusted without asking it again: by a worker for its checks
+(``activities/llm_breaker.py``), and by a run for its next model call, from what the previous call's worker saw
+(:func:`take_closed_at`)."""
+CLOSED_AT_KEY = "hartflow_breaker_closed_at"
+"""The model answer's ``response_metadata`` key under which its worker says when it last saw the breaker closed
+with no failures (seconds since the epoch, on the Temporal server's clock); the run takes it out before the
+answer reaches any middleware or the thread state."""
 
 Phase = Literal["closed", "open", "half_open"]
 Outcome = Literal["success", "failure", "release"]
@@ -64,3 +73,16 @@ class Admission:
     phase: Phase
     retry_at: datetime | None = None
     """For a denied caller: when the breaker may admit a call again."""
+
+
+def take_closed_at(metadata: dict[str, Any]) -> datetime | None:
+    """Remove :data:`CLOSED_AT_KEY` from a model answer's metadata: when its worker last saw the breaker closed
+    with no failures, or ``None`` when it could not vouch for that."""
+    seconds = metadata.pop(CLOSED_AT_KEY, None)
+    return datetime.fromtimestamp(seconds, UTC) if isinstance(seconds, int | float) else None
+
+
+def still_closed(closed_at: datetime, now: datetime) -> bool:
+    """Whether a closed answer from ``closed_at`` is still fresh at ``now`` (an answer from the future is not:
+    clocks that disagree must cost a check, never skip one)."""
+    return 0 <= (now - closed_at).total_seconds() < CLOSED_FRESH_SECONDS

@@ -32,6 +32,7 @@ from activities.storage.s3 import S3ObjectStore, S3Settings
 from middlewares.run_settings import RunSettings
 from workers.api_settings import ApiSettings
 from workers.webhook_settings import WebhookSettings
+from workers.worker_tuning import WorkerTuning
 
 DEFAULT_CONFIG_FILE = "hartflow.yaml"
 ENV_PREFIX = "HARTFLOW_"
@@ -64,6 +65,7 @@ class TemporalSettings(_Strict):
         "before any worker may take it (replaying the history): lower recovers from a dead worker sooner, higher "
         "keeps a saturated worker from replaying runs it already holds",
     )
+    worker: WorkerTuning = Field(default_factory=WorkerTuning, description="concurrency and pollers of a worker")
 
 
 class StorageSettings(_Strict):

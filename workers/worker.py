@@ -154,7 +154,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         store.load,
         store.commit,
         RunArchiveActivities(objects).archive,
-        ModelActivities(objects, config.models, os.environ).invoke,
+        ModelActivities(objects, config.models, os.environ, breaker_closed_since=breaker.closed_since).invoke,
         breaker.check,
         breaker.report,
         tools.execute,
@@ -207,7 +207,7 @@ def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | No
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=config.temporal.sticky_queue_timeout_seconds),
         graceful_shutdown_timeout=GRACEFUL_SHUTDOWN,
         deployment_config=deployment_config(config),
-        **options,
+        **{**config.temporal.worker.worker_options(), **options},
     )
 
 

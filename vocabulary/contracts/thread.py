@@ -29,6 +29,8 @@ class ThreadSnapshot:
     state: ThreadState
     version: int
     """The store's version of this state; 0 for a thread that has never been committed."""
+    thread: ThreadRef | None = None
+    """The thread read: the load is a local activity, whose input is not in history; its result is, and names it."""
 
 
 @dataclass

@@ -2,6 +2,9 @@
 ``wrap_model_call`` chain to the innermost handler, the model call, and the ``llm_retry`` notices the model
 activity sends back while Temporal retries it.
 
+The answer's metadata may say when its worker last saw the model's circuit breaker closed
+(``vocabulary/breaker.py``): taken out here, onto the run context, for LLMErrorHandling's next check.
+
 The messages go by reference (``vocabulary/transcript.py``): only those the previous request did not carry travel
 in history, and the cursor that knows which is the run's (``RunFields.transcript``, carried across
 continue-as-new).
@@ -15,6 +18,7 @@ from temporalio import workflow
 from middlewares._activity_call import call_activity
 from middlewares.base import ModelRequest
 from middlewares.context import RunContext
+from vocabulary.breaker import take_closed_at
 from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LiveTokens, LlmRetryNotice, ModelCallInput
 from vocabulary.live_tokens import chain_prefix
 from vocabulary.text import model_label
@@ -82,11 +86,15 @@ class ModelCall:
                 retry=ctx.model_calls.retry_budget,
                 retry_signal=LLM_RETRY_SIGNAL,
                 live=live,
+                report_breaker=True,
             ),
             summary=f"model {model_label(request.model)} · turn {ctx.turn}",
             options=ctx.model_calls.options,
         )
         self._fields.transcript = cursor
+        closed_at = take_closed_at(message.response_metadata)
+        if closed_at is not None:
+            ctx.breaker_closed_at[request.model] = closed_at
         return message
 
     def retrying(self, notice: LlmRetryNotice) -> None:

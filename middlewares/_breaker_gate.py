@@ -1,0 +1,107 @@
+"""LLMErrorHandling's side of the circuit breaker: admit a model call, and report how an admitted call ended.
+
+The breaker is consulted in the workflow (``middlewares/llm_error_handling.py`` says why) through the
+``llm_breaker.check`` local activity, except when the run already knows the answer: the previous agent call's
+worker saw the breaker closed with no failures less than ``CLOSED_FRESH_SECONDS`` ago (``vocabulary/breaker.py``;
+the engine puts that time on the run context, ``workflows/run/model_call.py``). Both times come from history, so
+the skip replays; it is the same answer the check would read from that worker's cache, and on a healthy
+provider it takes the check's local activity (and the workflow-task round it adds) off most turns. Whatever
+may change the breaker — a failed call (its answer vouches for nothing), any report — leaves the run knowing
+nothing, so the next call asks.
+Runs whose history predates the skip keep checking every call (``workflow.patched``: :data:`CLOSED_SKIP_PATCH`).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from middlewares._activity_call import call_activity
+from middlewares._logging import hook_logger
+from middlewares.base import ModelRequest
+from middlewares.context import ActivityOptions, best_effort
+from vocabulary.breaker import BreakerReport, Outcome, still_closed
+from vocabulary.contracts import (
+    LLM_BREAKER_CHECK,
+    LLM_BREAKER_REPORT,
+    BreakerCheckInput,
+    BreakerCheckResult,
+    BreakerReportInput,
+)
+
+logger = hook_logger("middlewares.llm_error_handling")
+
+CLOSED_SKIP_PATCH = "hartflow-breaker-known-closed"
+
+_CHECK_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=15), local=True, retry=RetryPolicy(maximum_attempts=1)
+)
+_REPORT_OPTIONS = ActivityOptions(
+    start_to_close=timedelta(seconds=15),
+    local=True,
+    retry=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_attempts=3),
+)
+
+
+class BreakerGate:
+    """One run's calls to the breaker of its models. ``failure_threshold`` and ``recovery_timeout_sec`` travel
+    with every report (the breaker keeps the latest); a probe whose holder vanished is freed after the longest
+    its call could take: ``max_attempts`` attempts of the run's model-call timeout, with ``cap_delay_seconds``
+    between them."""
+
+    def __init__(
+        self, failure_threshold: int, recovery_timeout_sec: float, max_attempts: int, cap_delay_seconds: float
+    ) -> None:
+        self._failure_threshold = failure_threshold
+        self._recovery_timeout_sec = recovery_timeout_sec
+        self._max_attempts = max_attempts
+        self._cap_delay_seconds = cap_delay_seconds
+
+    async def admit(self, request: ModelRequest, holder: str) -> BreakerCheckResult:
+        """May this call go ahead: known closed (no check), else the check's answer."""
+        ctx = request.ctx
+        closed_at = ctx.breaker_closed_at.pop(request.model, None)
+        if closed_at is not None and still_closed(closed_at, ctx.now()) and ctx.patched(CLOSED_SKIP_PATCH):
+            return BreakerCheckResult(admitted=True)
+        return await self.check(request, holder)
+
+    async def check(self, request: ModelRequest, holder: str) -> BreakerCheckResult:
+        attempts = self._max_attempts
+        lease = request.ctx.model_calls.timeout_seconds * attempts + self._cap_delay_seconds * (attempts - 1)
+        admission = await best_effort(
+            call_activity(
+                request.ctx,
+                LLM_BREAKER_CHECK,
+                BreakerCheckInput(request.model, holder, lease),
+                summary="LLMErrorHandling.wrap_model_call · circuit check",
+                options=_CHECK_OPTIONS,
+            )
+        )
+        if isinstance(admission, ActivityError):
+            # A breaker that cannot be consulted must not stop model calls.
+            logger.warning("circuit breaker check failed, admitting the call: %s", admission)
+            return BreakerCheckResult(admitted=True)
+        return admission
+
+    async def release_probe(self, request: ModelRequest, holder: str, admission: BreakerCheckResult) -> None:
+        if admission.probe:
+            await self.report(request, holder, "release")
+
+    async def report(self, request: ModelRequest, holder: str, outcome: Outcome) -> None:
+        # What the call's worker saw may predate this report: the next call asks.
+        request.ctx.breaker_closed_at.pop(request.model, None)
+        report = BreakerReport(outcome, holder, self._failure_threshold, self._recovery_timeout_sec)
+        reported = await best_effort(
+            call_activity(
+                request.ctx,
+                LLM_BREAKER_REPORT,
+                BreakerReportInput(request.model, report),
+                summary=f"LLMErrorHandling.wrap_model_call · circuit report {outcome}",
+                options=_REPORT_OPTIONS,
+            )
+        )
+        if isinstance(reported, ActivityError):
+            # A lost report costs one count (or a probe until its lease ends), never the run.
+            logger.warning("circuit breaker report %s failed: %s", outcome, reported)
