@@ -91,26 +91,3 @@ def test_an_unwritable_home_is_named(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(StorageConfigError, match=r"^storage\.home "):
         FilesystemObjectStore(tmp_path / "file" / "home").check()
-
-
-def test_a_put_whose_folder_vanishes_under_it_writes_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A delete that empties a folder removes it; a put creating a file there at that moment finds no folder
-    (``FileNotFoundError``), as a call's first live-token batch did beside the cleanup of the previous call's."""
-    from activities import no_follow
-    from activities.storage import filesystem
-
-    store = FilesystemObjectStore(tmp_path)
-    write, vanished = no_follow.write_atomically, []
-
-    def racing(base: Path, relative: str, data: bytes, **options: Any) -> Any:
-        if not vanished:
-            write(base, relative, b"other", **options)  # the folder exists, then empties and goes with the delete
-            store.delete(relative)
-            assert not (base / relative).parent.exists()
-            vanished.append(relative)
-            raise FileNotFoundError(2, "No such file or directory", relative.split("/")[-2])
-        return write(base, relative, data, **options)
-
-    monkeypatch.setattr(filesystem.no_follow, "write_atomically", racing)
-    store.put("chain/run/0000000223/batch.json", b"1")
-    assert vanished and store.get("chain/run/0000000223/batch.json") == b"1"

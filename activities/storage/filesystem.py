@@ -22,8 +22,6 @@ from activities.storage import ObjectExistsError, ObjectInfo, ObjectStore, Stora
 
 _PROBE_KEY = ".hartflow-storage-probe"
 _TEMPORARY_SUFFIX = ".tmp"
-_WRITE_ATTEMPTS = 3
-"""Writes of one put when a folder on the way keeps vanishing (a delete racing it each time)."""
 
 
 class FilesystemObjectStore(ObjectStore):
@@ -56,23 +54,13 @@ class FilesystemObjectStore(ObjectStore):
         """Write aside and rename; with ``if_absent`` a ``link()``, which refuses an existing target atomically
         (the create-only write the thread store needs). :class:`PathEscapeError` when a folder on the way is a
         symlink: nothing is written through it. A folder on the way that a concurrent delete removed as it emptied
-        (live-token batches: a call's first batch beside the cleanup of the previous call's) is made again."""
-        for attempt in range(_WRITE_ATTEMPTS):
-            try:
-                no_follow.write_atomically(
-                    self.root,
-                    validate_key(key),
-                    data,
-                    staging_suffix=_TEMPORARY_SUFFIX,
-                    mode=0o600,
-                    exclusive=if_absent,
-                )
-                return
-            except FileExistsError:
-                raise ObjectExistsError(key) from None
-            except FileNotFoundError:
-                if attempt == _WRITE_ATTEMPTS - 1:
-                    raise
+        is made again (``activities/no_follow.py``, ``write_atomically``)."""
+        try:
+            no_follow.write_atomically(
+                self.root, validate_key(key), data, staging_suffix=_TEMPORARY_SUFFIX, mode=0o600, exclusive=if_absent
+            )
+        except FileExistsError:
+            raise ObjectExistsError(key) from None
 
     def head(self, key: str) -> ObjectInfo | None:
         try:
