@@ -30,6 +30,7 @@ from vocabulary.tool_args import (
     StrReplaceArgs,
     ToolArgs,
     WriteFileArgs,
+    invalid_arguments,
 )
 
 BASH_OUTPUT_MAX_CHARS = 20_000
@@ -213,9 +214,8 @@ def bind_tool_call(tool_call: dict[str, Any]) -> Callable[[Sandbox], str]:
     try:
         return tool.bind(args)
     except ValidationError as e:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
         raise ApplicationError(
-            f"Invalid arguments for tool {name!r}: {problems}",
+            invalid_arguments(str(name), e),
             type="InvalidToolArguments",
             non_retryable=True,
         ) from None

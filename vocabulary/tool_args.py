@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.json_schema import SkipJsonSchema
 
 GLOB_DEFAULT_RESULTS, GLOB_MAX_RESULTS = 200, 1000
@@ -130,3 +130,10 @@ def _property(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     if "items" in carried:
         carried["items"] = _property(f"{name}[]", carried["items"])
     return carried
+
+
+def invalid_arguments(tool: str, error: ValidationError) -> str:
+    """What a tool call with arguments of the wrong shape is told (``InvalidToolArguments``): each problem with
+    the argument it is about, the same for built-in tools and ``present_files``."""
+    problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in error.errors())
+    return f"Invalid arguments for tool {tool!r}: {problems}"

@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from middlewares.base import Command, ToolCallRequest
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR, VIRTUAL_PATH_PREFIX
-from vocabulary.tool_args import PresentFilesArgs
+from vocabulary.tool_args import PresentFilesArgs, invalid_arguments
 
 PRESENT_FILES_TOOL_NAME = "present_files"
 PRESENTED = "Successfully presented files"
@@ -52,9 +52,8 @@ def present_files(request: ToolCallRequest, message_id: str) -> Command | ToolMe
     try:
         args = PresentFilesArgs.model_validate(request.args or {})
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in exc.errors())
         raise ApplicationError(
-            f"Invalid arguments for tool {PRESENT_FILES_TOOL_NAME!r}: {problems}",
+            invalid_arguments(PRESENT_FILES_TOOL_NAME, exc),
             type="InvalidToolArguments",
             non_retryable=True,
         ) from None
