@@ -43,7 +43,7 @@ from workers.api.outages import riding_out, storage_down, unreachable
 from workers.api.records import RunRecord
 from workers.api.served import error_frame, interrupt_value, served_message, served_values
 from workers.api.status import Chain, pending_request
-from workers.client.live_tokens import POLL_SECONDS
+from workers.client.live_tokens import POLL_SECONDS, streams_tokens
 from workflows.run import PROGRESS_TOPIC
 from workflows.run.state_stream import MESSAGES_TOPIC, fold
 
@@ -173,12 +173,6 @@ class RunFrames:
             frames.append((event, data))
 
 
-def _streams_tokens(event: dict[str, Any]) -> bool:
-    """A ``model_call`` event whose answer streams live tokens (events of runs started before the event said so: the
-    answer may)."""
-    return event.get("kind") == "model_call" and event.get("live_tokens", True) is not False
-
-
 async def _items(
     client: Client, objects: ObjectStore, thread: ThreadRef, record: RunRecord, current: Chain
 ) -> AsyncIterator[tuple[int, str, dict[str, Any]]]:
@@ -258,7 +252,7 @@ async def run_frames(
             for index, (event, payload) in enumerate(produced):
                 if (after is None or (offset, index) > after) and not frames.streamed(event, payload):
                     yield Frame(event, payload, f"{offset}-{index}")
-            if "messages-tuple" in frames.modes and topic == PROGRESS_TOPIC and _streams_tokens(data):
+            if "messages-tuple" in frames.modes and topic == PROGRESS_TOPIC and streams_tokens(data):
                 frames.follow(chain, offset, len(produced), after, poll=follow)
             if frames.outcome is not None:
                 break

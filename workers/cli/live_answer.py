@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from activities.storage import ObjectStore
 from workers import progress
-from workers.client.live_tokens import POLL_SECONDS, LiveCall, LivePiece, live_pieces
+from workers.client.live_tokens import POLL_SECONDS, LiveCall, LivePiece, live_pieces, streams_tokens
 
 _DURING_CALL = frozenset({"llm_retry", "llm_circuit_wait"})
 """Events a model call publishes while it runs: the call goes on after them."""
@@ -77,11 +77,7 @@ class LiveAnswer:
                 if event is None:
                     return
                 self._show(event)
-                if (
-                    event.get("kind") == "model_call"
-                    and event.get("live_tokens", True)
-                    and isinstance(event.get("seq"), int)
-                ):
+                if streams_tokens(event) and isinstance(event.get("seq"), int):
                     self._call, self._text, self.shown = LiveCall(self._chain, event["seq"]), "", None
         finally:
             if pending is not None and not pending.done():

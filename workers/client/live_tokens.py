@@ -25,6 +25,12 @@ POLL_SECONDS = 0.03
 """How often an open call's folder is listed while nothing else arrives."""
 
 
+def streams_tokens(event: dict[str, Any]) -> bool:
+    """Whether ``event`` announces a model call whose answer streams live tokens: a ``model_call`` event, unless it
+    says ``live_tokens: false`` (runs started before the event said so may stream)."""
+    return event.get("kind") == "model_call" and event.get("live_tokens", True) is not False
+
+
 @dataclass(frozen=True)
 class LivePiece:
     attempt: int
