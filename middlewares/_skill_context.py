@@ -18,22 +18,12 @@ from typing import Any
 import yaml
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
+from middlewares._skill_reads import tool_call_path
+
 SKILL_CONTEXT_ENTRY_KEY = "skill_context_entry"
 SKILL_FILE_NAME = "SKILL.md"
 SKILL_DESCRIPTION_MAX_CHARS = 500
 _FRONT_MATTER = re.compile(r"^---\s*\n(.*?)\n---\s*\n", re.DOTALL)
-_PATH_ARGS = ("path", "file_path", "filepath")
-
-
-def tool_call_path(tool_call: Mapping[str, Any]) -> str | None:
-    args = tool_call.get("args")
-    if not isinstance(args, dict):
-        return None
-    for key in _PATH_ARGS:
-        value = args.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def _under_root(path: str, root: str) -> str | None:

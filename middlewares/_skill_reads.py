@@ -29,7 +29,8 @@ class _SkillBundle:
     key: str
 
 
-def _tool_call_path(call: Mapping[str, Any]) -> str | None:
+def tool_call_path(call: Mapping[str, Any]) -> str | None:
+    """The file a tool call names (``path``, ``file_path`` or ``filepath``), if it names one."""
     args = call.get("args") or {}
     if not isinstance(args, dict):
         return None
@@ -43,7 +44,7 @@ def _tool_call_path(call: Mapping[str, Any]) -> str | None:
 def _is_skill_read(call: Mapping[str, Any], config: SummarizationConfig) -> bool:
     if call.get("name") not in config.skill_file_read_tool_names:
         return False
-    path, root = _tool_call_path(call), config.skills_container_path.rstrip("/")
+    path, root = tool_call_path(call), config.skills_container_path.rstrip("/")
     return path is not None and (path == root or path.startswith(root + "/"))
 
 
@@ -56,7 +57,7 @@ def _skill_bundles(messages: Sequence[BaseMessage], config: SummarizationConfig)
             i += 1
             continue
         paths = {
-            str(call["id"]): cast(str, _tool_call_path(call))
+            str(call["id"]): cast(str, tool_call_path(call))
             for call in message.tool_calls
             if call.get("id") and _is_skill_read(call, config)
         }
