@@ -131,7 +131,8 @@ class ToolActivities:
                 sandbox = self._provider.get(sandbox_id)
                 if sandbox is None:
                     raise RuntimeError(f"sandbox {sandbox_id!r} vanished right after it was acquired")
-            return ToolCallOutput(self._synchronised(input.thread, sandbox, call), sandbox_id=sandbox_id)
+            content = self._synchronised(input.thread, sandbox, call)
+            return ToolCallOutput(content, sandbox_id=sandbox_id, sandbox_needs_release=self._provider.needs_release)
         except SandboxError as e:
             return ToolCallOutput(f"Error: {e}", status="error", sandbox_id=sandbox_id)
 

@@ -8,7 +8,8 @@ the skip replays; it is the same answer the check would read from that worker's 
 provider it takes the check's local activity (and the workflow-task round it adds) off most turns. Whatever
 may change the breaker — a failed call (its answer vouches for nothing), any report — leaves the run knowing
 nothing, so the next call asks.
-Runs whose history predates the skip keep checking every call (``workflow.patched``: :data:`CLOSED_SKIP_PATCH`).
+Runs whose history predates the skip keep checking every call (``workflow.patched``:
+:data:`patches.BREAKER_KNOWN_CLOSED`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares.base import ModelRequest
@@ -32,8 +34,6 @@ from vocabulary.contracts import (
 )
 
 logger = hook_logger("middlewares.llm_error_handling")
-
-CLOSED_SKIP_PATCH = "hartflow-breaker-known-closed"
 
 _CHECK_OPTIONS = ActivityOptions(
     start_to_close=timedelta(seconds=15), local=True, retry=RetryPolicy(maximum_attempts=1)
@@ -63,7 +63,7 @@ class BreakerGate:
         """May this call go ahead: known closed (no check), else the check's answer."""
         ctx = request.ctx
         closed_at = ctx.breaker_closed_at.pop(request.model, None)
-        if closed_at is not None and still_closed(closed_at, ctx.now()) and ctx.patched(CLOSED_SKIP_PATCH):
+        if closed_at is not None and still_closed(closed_at, ctx.now()) and ctx.patched(patches.BREAKER_KNOWN_CLOSED):
             return BreakerCheckResult(admitted=True)
         return await self.check(request, holder)
 

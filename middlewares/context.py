@@ -23,6 +23,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, is_cancelled_exception
 
+from middlewares import patches
 from middlewares.call_settings import ModelCapabilities
 from vocabulary.contracts import LlmRetryBudget, ThreadRef
 
@@ -236,6 +237,13 @@ class RunContext(ABC):
 
 
 class TemporalRunContext(RunContext):
+    _patch_baseline = False
+
+    def take_patch_baseline(self) -> None:
+        """Ask the baseline patch (``middlewares/patches.py``): the run's first command, so that every patch it
+        stands for is then taken without a marker of its own."""
+        self._patch_baseline = workflow.patched(patches.BASELINE)
+
     def now(self) -> datetime:
         return workflow.now()
 
@@ -246,7 +254,7 @@ class TemporalRunContext(RunContext):
         return workflow.random()
 
     def patched(self, patch_id: str) -> bool:
-        return workflow.patched(patch_id)
+        return (self._patch_baseline and patch_id in patches.IN_BASELINE) or workflow.patched(patch_id)
 
     async def call(
         self,

@@ -38,6 +38,7 @@ from typing import Any
 from langchain_core.messages import ToolMessage
 from pydantic import BaseModel, ConfigDict
 
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares._tool_meta import normalize_tool_message
@@ -49,7 +50,6 @@ from vocabulary.state import ThreadState
 
 logger = hook_logger(__name__)
 
-PATCH_ID = "hartflow-read-before-write"
 READ_MARK_KEY = "deerflow_read_mark"
 READ_TOOLS = frozenset({"read_file"})
 GATED_WRITE_TOOLS = frozenset({"write_file", "str_replace"})
@@ -76,7 +76,7 @@ class ReadBeforeWriteMiddleware(Middleware):
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         name = request.name
         path = requested_path(request.args) if name in GATED_WRITE_TOOLS | READ_TOOLS else None
-        if path is None or not request.ctx.patched(PATCH_ID):
+        if path is None or not request.ctx.patched(patches.READ_BEFORE_WRITE):
             return await handler(request)
         async with self._locks.setdefault(posixpath.normpath(path), asyncio.Lock()):
             if name in READ_TOOLS:

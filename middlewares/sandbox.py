@@ -10,13 +10,14 @@ Hooks
   (thread state): a ToolMessage turns into ``Command(update={"sandbox": …, "messages": [msg]})``, a Command
   gets ``"sandbox"`` merged into its update with everything else kept. Parallel calls that each acquired
   write the same id, which the ``sandbox`` reducer accepts; different ids make it raise.
-* ``after_agent`` — releases the state's sandbox id, else the lease's, through the ``sandbox.release``
-  activity (side effect). The run calls after_agent in its ``finally`` path, so failed and cancelled runs
-  release too. A run cancelled during its first sandbox call (or whose first sandbox call failed) never
-  learnt the id, which the tool activity reports only when it returns, though the activity may have created
-  the sandbox (``SandboxLease.unreported``): that run releases by thread (``sandbox_id=None``; the provider
-  names the thread's sandbox). Releasing is idempotent at both ends: the provider ignores unknown or released
-  ids, and this instance releases at most once per run. A subagent's instance (``release=False``) never
+* ``after_agent`` — releases the state's sandbox id, else the lease's, through the ``sandbox.release`` activity
+  (side effect); not when this run's tools reported that the sandbox's provider holds nothing a release would free
+  (the local provider: ``ToolCallOutput.sandbox_needs_release``). The run calls after_agent in its ``finally`` path,
+  so failed and cancelled runs release too. A run cancelled during its first sandbox call (or whose first sandbox
+  call failed) never learnt the id, which the tool activity reports only when it returns, though the activity may
+  have created the sandbox (``SandboxLease.unreported``): that run releases by thread (``sandbox_id=None``; the
+  provider names the thread's sandbox). Releasing is idempotent at both ends: the provider ignores unknown or
+  released ids, and this instance releases at most once per run. A subagent's instance (``release=False``) never
   releases: the subagent shares the lead run's sandbox.
 
 Parts: the lease ``middlewares/sandbox_lease.py``; the contract ``vocabulary/contracts/sandbox.py``
@@ -38,6 +39,7 @@ from langchain_core.messages import ToolMessage
 from pydantic import BaseModel, ConfigDict
 from temporalio.common import RetryPolicy
 
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.base import Command, Middleware, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, RunContext
@@ -49,9 +51,6 @@ from vocabulary.contracts import (
     SandboxReleaseInput,
 )
 from vocabulary.state import StateUpdate, ThreadState
-
-RELEASE_BY_THREAD_PATCH = "hartflow-sandbox-release-by-thread"
-"""Runs from before it end without a release when the first sandbox call never reported its id."""
 
 _SANDBOX_ACTIVITY_OPTIONS = ActivityOptions(
     start_to_close=timedelta(minutes=5),
@@ -104,9 +103,11 @@ class SandboxMiddleware(Middleware):
         if not self.release or self._released:
             return None
         sandbox_id = state_sandbox_id(state) or self.lease.sandbox_id
+        if sandbox_id is not None and sandbox_id == self.lease.sandbox_id and not self.lease.needs_release:
+            return None  # its provider holds nothing for it (the local one): there is nothing to free
         if sandbox_id is not None:
             summary = "Sandbox.after_agent · release"
-        elif self.lease.unreported and ctx.patched(RELEASE_BY_THREAD_PATCH):
+        elif self.lease.unreported and ctx.patched(patches.SANDBOX_RELEASE_BY_THREAD):
             summary = "Sandbox.after_agent · release (by thread)"
         else:
             return None

@@ -24,6 +24,8 @@ class SandboxLease:
     """A sandbox tool activity (or a subagent) started while no sandbox id was known and no id came back: it may
     have created the thread's sandbox (a tool reports the id only when it returns, a subagent never), so the run
     releases by thread."""
+    needs_release: bool = True
+    """False once a tool reported that the provider of :attr:`sandbox_id` holds nothing a release would free."""
 
     def for_call(self, state: ThreadState) -> Any:
         """The id a tool call (or a subagent) works in: this run's, else the state's; ``None`` when neither."""
@@ -35,8 +37,10 @@ class SandboxLease:
         if sandbox_id is None:
             self.unreported = True
 
-    def reported(self, sandbox_id: str | None) -> None:
-        """A call came back naming the sandbox it used (``None``: it named none, and nothing changes)."""
+    def reported(self, sandbox_id: str | None, *, needs_release: bool = True) -> None:
+        """A call came back naming the sandbox it used (``None``: it named none, and nothing changes), and whether
+        its provider holds anything a release would free."""
         if sandbox_id:
             self.sandbox_id = sandbox_id
             self.unreported = False
+            self.needs_release = needs_release

@@ -36,6 +36,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares._logging import hook_logger
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
@@ -46,7 +47,6 @@ from vocabulary.state import ThreadState
 
 logger = hook_logger(__name__)
 
-PATCH_ID = "hartflow-skill-tool-policy"
 ALWAYS_AVAILABLE_TOOL_NAMES = frozenset({"describe_skill", "read_file", "review_skill_package", "tool_search"})
 """DeerFlow's ``ALWAYS_AVAILABLE_BUILTIN_TOOL_NAMES``: framework tools no skill policy removes."""
 TOOL_SEARCH = "tool_search"
@@ -68,7 +68,7 @@ class SkillToolPolicyMiddleware(Middleware):
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
         policy = self._policy(request.state)
-        if policy is None or not request.ctx.patched(PATCH_ID):
+        if policy is None or not request.ctx.patched(patches.SKILL_TOOL_POLICY):
             return await handler(request)
         allowed = await self._decide(request, policy)
         if allowed is None:
@@ -77,7 +77,7 @@ class SkillToolPolicyMiddleware(Middleware):
 
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         policy = self._policy(request.state)
-        if policy is None or not request.ctx.patched(PATCH_ID):
+        if policy is None or not request.ctx.patched(patches.SKILL_TOOL_POLICY):
             return await handler(request)
         allowed = self._decisions[policy] if policy in self._decisions else await self._decide(request, policy)
         if allowed is None:

@@ -32,12 +32,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
+from middlewares import patches
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import RunContext
 from middlewares.model_length_finish_reason import has_tool_call_intent, has_visible_content
 from vocabulary.state import StateUpdate, ThreadState
 
-PATCH_ID = "hartflow-terminal-response"
 RECOVERY_PROMPT = (
     "<system_reminder>\n"
     "Your previous response after the tool execution was empty. Review the tool results "
@@ -66,7 +66,7 @@ class TerminalResponseMiddleware(Middleware):
         last = state.messages[-1] if state.messages else None
         if not isinstance(last, AIMessage) or has_visible_content(last) or _has_tool_intent(last):
             return None
-        if not tool_result_in_current_turn(state.messages) or not ctx.patched(PATCH_ID):
+        if not tool_result_in_current_turn(state.messages) or not ctx.patched(patches.TERMINAL_RESPONSE):
             return None
         if not self._retried:
             self._retried = self._pending = True

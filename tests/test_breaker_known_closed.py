@@ -18,9 +18,9 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.model import ModelActivities
-from middlewares._breaker_gate import CLOSED_SKIP_PATCH
 from middlewares.base import ModelRequest
 from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
+from middlewares.patches import BREAKER_KNOWN_CLOSED as CLOSED_SKIP_PATCH
 from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.breaker import CLOSED_AT_KEY, CLOSED_FRESH_SECONDS, still_closed, take_closed_at
 from vocabulary.contracts import (

@@ -10,6 +10,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from temporalio.client import Client, WorkflowFailureError
 
+from activities.sandbox.local import LocalSandboxProvider
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.sandbox import SandboxConfig, SandboxMiddleware
 from tests.support import StubRunContext, start_run, thread_state
@@ -165,7 +166,26 @@ async def test_a_known_id_wins_over_an_unreported_acquire() -> None:
     assert [(name, arg.sandbox_id) for name, arg, _ in ctx.calls] == [(SANDBOX_RELEASE, "sb-1")]
 
 
+async def test_no_release_when_this_runs_tools_said_the_provider_holds_nothing() -> None:
+    """The local provider's sandbox is the thread's folders: its tool results say a release frees nothing, and
+    the run skips the activity. An id this run's tools did not vouch for (the state's, another one) is released."""
+    ctx, middleware = _ctx(), SandboxMiddleware()
+    middleware.lease.reported("local:default:t1", needs_release=False)
+    await middleware.after_agent(_with_sandbox("local:default:t1"), ctx)
+    assert ctx.calls == []
+    await middleware.after_agent(_with_sandbox("sb-other"), ctx)
+    assert [(name, arg.sandbox_id) for name, arg, _ in ctx.calls] == [(SANDBOX_RELEASE, "sb-other")]
+
+
 # -- on real runs ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def provider_holds_the_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The release is a compensation for providers that hold a resource per sandbox (a Kubernetes pod:
+    ``tests/test_kubernetes_sandbox.py`` and ``tests/test_faults.py`` release real ones on kmock). These runs check
+    that every way a run ends takes that path, on the local provider told to say it holds its sandboxes."""
+    monkeypatch.setattr(LocalSandboxProvider, "needs_release", True)
 
 
 def _state(home: Path, thread_id: str) -> dict[str, Any]:
@@ -176,6 +196,21 @@ def _releases(activities: list[tuple[str, str]]) -> list[str]:
     return [summary for name, summary in activities if name == "sandbox.release"]
 
 
+async def test_a_run_on_the_local_provider_persists_the_id_and_releases_nothing(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    config = make_config(home, temporal_address)
+    model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), answer("done")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "say hi", model=model)
+        view = await settle(handle)
+        activities = scheduled_activities(await history_events(handle))
+    assert view.status == "completed"
+    assert _state(home, view.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{view.thread_id}"}
+    assert _releases(activities) == []
+
+
+@pytest.mark.usefixtures("provider_holds_the_sandbox")
 async def test_a_completed_run_persists_the_id_and_releases_it(
     client: Client, home: Path, temporal_address: str
 ) -> None:
@@ -193,6 +228,7 @@ async def test_a_completed_run_persists_the_id_and_releases_it(
     assert "sandbox.acquire" not in names, "lazy mode acquires inside the tool activity"
 
 
+@pytest.mark.usefixtures("provider_holds_the_sandbox")
 async def test_a_failed_run_releases_too(client: Client, home: Path, temporal_address: str) -> None:
     extensions = ["tests.support.failing_middlewares:FailOnFinalAnswer"]
     config = make_config(home, temporal_address, run={"extensions": extensions})
@@ -208,6 +244,7 @@ async def test_a_failed_run_releases_too(client: Client, home: Path, temporal_ad
     assert _releases(activities) == ["Sandbox.after_agent · release"]
 
 
+@pytest.mark.usefixtures("provider_holds_the_sandbox")
 async def test_a_cancelled_run_releases_too(client: Client, home: Path, temporal_address: str) -> None:
     config = make_config(home, temporal_address)
     ask = tool_call("ask_clarification", "ask1", question="Which colour?", clarification_type="approach_choice")

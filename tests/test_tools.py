@@ -58,7 +58,7 @@ async def test_first_tool_call_acquires_the_sandbox_and_reports_its_id(
 ) -> None:
     assert not paths.workspace.exists()
     output = await run(acts, "ls", None, path=WS)
-    assert output == ToolCallOutput("(empty)", sandbox_id=SANDBOX_ID)
+    assert output == ToolCallOutput("(empty)", sandbox_id=SANDBOX_ID, sandbox_needs_release=False)
     assert paths.workspace.is_dir() and paths.outputs.is_dir() and paths.uploads.is_dir()
 
 
@@ -73,7 +73,7 @@ async def test_a_new_worker_reuses_the_sandbox_id_from_thread_state(home: Path, 
     output = await run(first, "write_file", None, path=f"{WS}/a.txt", content="from worker 1")
     second = ToolActivities(LocalSandboxProvider(home))
     again = await run(second, "read_file", output.sandbox_id, path=f"{WS}/a.txt")
-    assert again == ToolCallOutput("from worker 1", sandbox_id=SANDBOX_ID)
+    assert again == ToolCallOutput("from worker 1", sandbox_id=SANDBOX_ID, sandbox_needs_release=False)
 
 
 async def test_release_is_idempotent(acts: ToolActivities, paths: ThreadPaths) -> None:

@@ -107,6 +107,9 @@ class SandboxProvider(ABC):
     uses_thread_data_mounts: bool
     """Whether the thread's host directories are the sandbox's ``/mnt/user-data`` (so a worker can write
     outputs on the host instead of through the sandbox)."""
+    needs_release: bool = True
+    """Whether :meth:`release` frees anything: tool results say so, and a run whose sandbox's provider holds
+    nothing for it skips the ``sandbox.release`` activity at its end (``middlewares/sandbox.py``)."""
 
     @abstractmethod
     def acquire(self, user_id: str, thread_id: str, *, run_key: str = "") -> str:

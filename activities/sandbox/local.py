@@ -25,6 +25,7 @@ class LocalSandboxProvider(SandboxProvider):
     """Sandbox ids ``local:{user_id}:{thread_id}`` name the thread, so ``get`` works in any worker process."""
 
     uses_thread_data_mounts = True
+    needs_release = False  # the thread's folders stay; release only drops a cache entry the LRU bounds anyway
 
     def __init__(self, home: Path, *, allow_host_bash: bool = False, bash_timeout: float = 600) -> None:
         self._home = home

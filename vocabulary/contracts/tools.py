@@ -26,6 +26,9 @@ class ToolCallOutput:
     sandbox_id: str | None = None
     """The sandbox the tool ran in (acquired lazily by the first sandbox tool of a thread)."""
     artifact: Any = None
+    sandbox_needs_release: bool = True
+    """False when the sandbox's provider holds nothing a release would free (the local one): the run then skips
+    its release. Results recorded before the field read as true, so their runs replay the release they made."""
 
 
 @dataclass

@@ -17,12 +17,10 @@ from temporalio.common import RetryPolicy
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ActivityError
 
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.context import ActivityOptions, TemporalRunContext
 from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput
-
-RUN_ARCHIVE_PATCH = "hartflow-run-archive"
-_PARTS_PATCH = "hartflow-run-archive-parts"
 
 PART_BUDGET_CHARS = 16 * 1024 * 1024
 """Encoded stream characters per ``run.archive`` call: with JSON framing well under the 50 MB a payload may have
@@ -34,16 +32,16 @@ _ARCHIVE_OPTIONS = ActivityOptions(
 )
 
 
-def archives_runs() -> bool:
+def archives_runs(ctx: TemporalRunContext) -> bool:
     """Whether this run ends with the archive (every run started since the patch)."""
-    return workflow.patched(RUN_ARCHIVE_PATCH)
+    return ctx.patched(patches.RUN_ARCHIVE)
 
 
 async def archive_run(ctx: TemporalRunContext, view: dict[str, Any], stream: WorkflowStreamState, version: int) -> None:
     """Store the archive. A failure that retries cannot fix (a conflicting archive, a wrong storage config) is
     logged, not raised: the run's state is committed already, and clients without an archive read its result."""
     slices = _slices(stream, reserve=len(str(view)))
-    if len(slices) > 1 and not workflow.patched(_PARTS_PATCH):
+    if len(slices) > 1 and not ctx.patched(patches.RUN_ARCHIVE_PARTS):
         slices = [stream]
     try:
         for part, piece in enumerate(slices):

@@ -49,6 +49,7 @@ def resume(carried: CarriedRun, fields: RunFields, chain: list[Middleware]) -> N
     lease = sandbox_lease(chain)
     if lease is not None:
         lease.sandbox_id = carried.sandbox_id
+        lease.needs_release = carried.sandbox_needs_release
     for mw in chain:
         if mw.name in carried.memory:
             mw.import_memory(carried.memory[mw.name])
@@ -75,6 +76,7 @@ def continue_as_new(
         mcp_tools=fields.mcp_tools,
         configured_tools=fields.configured_tools,
         lineage=fields.lineage,
+        sandbox_needs_release=lease.needs_release if lease is not None else True,
     )
     workflow.continue_as_new(
         RunInput(

@@ -35,7 +35,7 @@ async def finish(
 ) -> RunView:
     """Close the run: ``view`` is its view now, ``failure`` what ended it (``None`` when nothing failed)."""
     status = closing_status(fields, failure)
-    if archives_runs():
+    if archives_runs(ctx):
         # Archived before the status turns final, so a client that saw the run settle finds the archive.
         ctx.emit("run_finished", status=status, stop_reason=ctx.stop_reason, **run_error(fields, status, failure))
         final = final_view(view(), status, failure)

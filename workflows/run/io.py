@@ -43,6 +43,8 @@ class CarriedRun:
     """The configured tools this run was described: the continued run keeps them."""
     lineage: CommitLineage | None = None
     """Where the run's state came from, until its first commit records it."""
+    sandbox_needs_release: bool = True
+    """Whether the provider of ``sandbox_id`` holds anything a release would free (``SandboxLease``)."""
 
 
 @dataclass

@@ -13,8 +13,8 @@ continue-as-new).
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, SystemMessage
-from temporalio import workflow
 
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.base import ModelRequest
 from middlewares.context import RunContext
@@ -27,8 +27,6 @@ from vocabulary.transcript import MessageHasher, preamble_json
 from workflows.run.dispatcher import Dispatcher
 from workflows.run.fields import RunFields
 from workflows.run.visibility import Visibility
-
-_PREAMBLE_PATCH = "hartflow-preamble-by-hash"
 
 
 class ModelCall:
@@ -68,7 +66,7 @@ class ModelCall:
         # The messages go by reference: only those the previous request did not carry travel in history; so do
         # the system message and tool schemas, in runs started since the patch (older ones send them inline).
         tools = [tool.schema() for tool in request.tools]
-        by_hash = workflow.patched(_PREAMBLE_PATCH)
+        by_hash = ctx.patched(patches.PREAMBLE_BY_HASH)
         preamble = preamble_json(request.system_message, tools) if by_hash else None
         transcript, cursor = self._fields.transcript.reference(ctx.thread, request.messages, self._hasher, preamble)
         message = await call_activity(

@@ -25,6 +25,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from temporalio import workflow
 from temporalio.exceptions import FailureError
 
+from middlewares import patches
 from middlewares.context import RunContext
 from vocabulary.messages import message_text
 from vocabulary.state import ThreadState
@@ -33,7 +34,6 @@ from workflows.run.delegation import SubagentTask, usage_of
 SUBAGENT_STEP_SIGNAL = "subagent_step"
 STEP_TEXT_MAX_CHARS = 8192
 """DeerFlow's ``SUBAGENT_STEP_MAX_CHARS``: a step's text and each call's arguments, at most."""
-_STEPS_PATCH = "hartflow-subagent-steps"
 
 
 @dataclass
@@ -75,7 +75,10 @@ def _bounded_call(call: dict[str, Any]) -> dict[str, Any]:
 class StepReports:
     """The child's side: sends the steps its state gained since the last report (nothing for a lead run)."""
 
-    def __init__(self, task: SubagentTask | None, model_name: str, *, carried: Sequence[BaseMessage] = ()) -> None:
+    def __init__(
+        self, ctx: RunContext, task: SubagentTask | None, model_name: str, *, carried: Sequence[BaseMessage] = ()
+    ) -> None:
+        self._ctx = ctx
         self._task = task
         self._model_name = model_name
         self._seen = {message.id for message in carried}
@@ -88,7 +91,7 @@ class StepReports:
             return
         new = [m for m in state.messages if isinstance(m, AIMessage | ToolMessage) and m.id not in self._seen]
         self._seen.update(message.id for message in new)
-        if not new or not workflow.patched(_STEPS_PATCH):
+        if not new or not self._ctx.patched(patches.SUBAGENT_STEPS):
             return
         lead = workflow.get_external_workflow_handle(parent.workflow_id, run_id=parent.run_id)
         usage = usage_of(state.messages)

@@ -4,7 +4,7 @@ or, in a continued run, what the previous execution carried (``workflows/run/car
 A subagent's state is its own (``RunProfile.owns_thread`` is false): seeded with its task's prompt and the lead
 run's sandbox, never loaded nor committed.
 
-The load is a local activity in runs started since :data:`LOAD_LOCALLY_PATCH`: it runs in the run's first
+The load is a local activity in runs started since :data:`patches.LOAD_LOCALLY`: it runs in the run's first
 workflow task, with before_agent and the first model call's scheduling after it, instead of a workflow task of its
 own after it (a regular activity is three history events and one more workflow-task round). A read is safe to run
 again when that workflow task is retried. Commits stay regular activities: a local activity's input is computed
@@ -21,6 +21,7 @@ from langchain_core.messages import HumanMessage
 from temporalio.common import RetryPolicy
 
 import workflows.run.carry as carry
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.base import Middleware
 from middlewares.context import ActivityOptions, RunContext
@@ -42,7 +43,6 @@ _STORE_OPTIONS = ActivityOptions(
     start_to_close=timedelta(seconds=60),
     retry=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_interval=timedelta(seconds=30)),
 )
-LOAD_LOCALLY_PATCH = "hartflow-load-locally"
 
 
 async def start(
@@ -61,7 +61,7 @@ async def start(
             ThreadLoadInput(ctx.thread, input.base_version),
             summary="load thread state" if input.base_version is None else f"load version {input.base_version}",
             options=dataclasses.replace(_STORE_OPTIONS, local=True)
-            if ctx.patched(LOAD_LOCALLY_PATCH)
+            if ctx.patched(patches.LOAD_LOCALLY)
             else _STORE_OPTIONS,
         )
         fields.version = snapshot.version

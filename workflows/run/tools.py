@@ -16,10 +16,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.messages import InvalidToolCall, ToolCall, ToolMessage
-from temporalio import workflow
 
 import workflows.run.configured_tools as configured_tools
 import workflows.run.mcp_tools as mcp_tools
+from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.context import RunContext
@@ -39,8 +39,6 @@ from workflows.run.fields import RunFields
 from workflows.run.pause import Pause
 from workflows.run.present_files import PRESENT_FILES_TOOL_NAME, present_files
 from workflows.run.visibility import Visibility
-
-_INVALID_TOOL_CALLS_PATCH = "hartflow-answer-invalid-tool-calls"
 
 
 class ToolTurn:
@@ -78,7 +76,7 @@ class ToolTurn:
         # A stop reason means a hard stop (LoopDetection, SafetyFinishReason) cleared this turn's calls so the
         # run ends on it: invalid calls they leave behind must not start another turn.
         invalid = list(ai.invalid_tool_calls) if ai is not None and not ctx.stop_reason else []
-        if invalid and workflow.patched(_INVALID_TOOL_CALLS_PATCH):
+        if invalid and ctx.patched(patches.ANSWER_INVALID_TOOL_CALLS):
             # DeerFlow leaves such calls dangling until the next model request patches them, so a turn of
             # only invalid calls ends the run on a broken answer. Answering them with the same error text
             # lets the model see what was wrong and try again in this run (recursion_limit still bounds it).
@@ -218,7 +216,7 @@ class ToolTurn:
             summary=f"tool {label}",
             options=ctx.tool_calls.options,
         )
-        lease.reported(output.sandbox_id)
+        lease.reported(output.sandbox_id, needs_release=output.sandbox_needs_release)
         ctx.emit("tool_result", tool=name, call_id=call_id, status=output.status)
         return ToolMessage(
             output.content,

@@ -18,6 +18,7 @@ from typing import Any
 from temporalio import workflow
 from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
 
+from middlewares import patches
 from middlewares.context import RunContext
 from vocabulary.approvals import approval_markdown, is_approval
 from vocabulary.human_input import request_markdown
@@ -26,8 +27,6 @@ from workflows import search_attributes as sa
 from workflows.run.fields import RunFields
 from workflows.run.io import RunStatus
 
-_VISIBILITY_PATCH = "hartflow-visibility-sync"
-_TURNS_REFRESH_PATCH = "hartflow-turns-refresh"
 TURNS_REFRESH = timedelta(seconds=5)
 
 
@@ -49,7 +48,7 @@ class Visibility:
         status, turns and stop reason. Only values that changed are upserted, so an unchanged run adds no
         history event."""
         ctx, status = self._ctx, self._fields.status
-        if not workflow.patched(_VISIBILITY_PATCH):
+        if not ctx.patched(patches.VISIBILITY_SYNC):
             # Runs started before this patch upserted status and turns on each status change, and nothing else;
             # replaying them must issue exactly those commands.
             if status_changed:
@@ -68,7 +67,7 @@ class Visibility:
         ]
         current = workflow.info().typed_search_attributes
         updates = [key.value_set(value) for key, value in wanted if value is not None and current.get(key) != value]
-        if not updates or (self._only_recent_turns(updates) and workflow.patched(_TURNS_REFRESH_PATCH)):
+        if not updates or (self._only_recent_turns(updates) and ctx.patched(patches.TURNS_REFRESH)):
             return
         workflow.upsert_search_attributes(updates)
         self._turns_upserted_at = workflow.now()

@@ -37,6 +37,7 @@ from temporalio.workflow import HandlerUnfinishedPolicy
 
 import workflows.run.carry as carry
 import workflows.run.thread_io as thread_io
+from middlewares import patches
 from middlewares.chain import describe
 from middlewares.context import TemporalRunContext
 from vocabulary.approvals import ReviewInput
@@ -64,8 +65,6 @@ from workflows.run.visibility import Visibility
 __all__ = ["STOP_CLARIFICATION_TIMEOUT", "STOP_RECURSION_LIMIT", "WORKFLOW_NAME", "RunWorkflow"]
 
 WORKFLOW_NAME = "HartflowRun"
-
-_INPUT_CHECK_PATCH = "hartflow-input-check"
 
 
 @workflow.defn(name=WORKFLOW_NAME)
@@ -107,7 +106,7 @@ class RunWorkflow:
         prompt = system_prompt(None if self.profile.is_subagent else settings.soul)
         self._model_call = ModelCall(self._ctx, fields, self._visibility, prompt)
         carried = input.carried.state.messages if input.carried is not None else ()
-        self._steps = StepReports(input.subagent, input.model, carried=carried)
+        self._steps = StepReports(self._ctx, input.subagent, input.model, carried=carried)
 
     # -- handlers: what clients may ask and tell a run ----------------------------------------------------
 
@@ -212,9 +211,10 @@ class RunWorkflow:
     @workflow.run
     async def run(self, input: RunInput) -> RunView:
         ctx, fields = self._ctx, self._fields
+        ctx.take_patch_baseline()
         problem = input_problem(input) if input.carried is None else None
         # Only a refused input takes the patch: valid runs, and their histories, are unchanged by it.
-        if problem is not None and workflow.patched(_INPUT_CHECK_PATCH):
+        if problem is not None and ctx.patched(patches.INPUT_CHECK):
             raise ApplicationError(problem, type="BadInput", non_retryable=True)
         self._chain, self._catalog = await with_discovered_tools(
             ctx, input, fields, self.profile, self._chain, self._catalog

@@ -1,0 +1,56 @@
+"""Every change to the run workflow's command sequence, by its ``workflow.patched`` id, and the baseline patch that
+stands for all of them in runs started since it.
+
+A change to the commands a run issues goes behind ``workflow.patched(ID)``, so that histories recorded before it
+replay the old path (``tests/test_replay.py`` replays the committed ones). For every patch a new run takes, the SDK's
+core records a marker and upserts the ``TemporalChangeVersion`` search attribute (sdk-core's patch state machine,
+temporalio/sdk-core#495): two history events and a visibility write, in every run, for every patch ever made. With
+fourteen of them, a five-turn run spent more events on patch bookkeeping than on its tool calls.
+
+So a run asks :data:`BASELINE` first, once (``TemporalRunContext.take_patch_baseline``). A run that recorded it
+takes every patch in :data:`IN_BASELINE` without asking: one marker and one upsert in all. A run whose history
+lacks it (recorded before the baseline) asks each patch as it always did. A change made after the baseline gets a
+patch of its own, asked as usual, until the next baseline takes it in; ids are never reused.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+BASELINE: Final = "hartflow-baseline-1"
+"""Runs started since this marker take every patch of :data:`IN_BASELINE`."""
+
+# The patches, in the order they were made. What each one changed is written where it is asked.
+RUN_ARCHIVE: Final = "hartflow-run-archive"
+RUN_ARCHIVE_PARTS: Final = "hartflow-run-archive-parts"
+VISIBILITY_SYNC: Final = "hartflow-visibility-sync"
+SUBAGENT_STEPS: Final = "hartflow-subagent-steps"
+INPUT_CHECK: Final = "hartflow-input-check"
+ANSWER_INVALID_TOOL_CALLS: Final = "hartflow-answer-invalid-tool-calls"
+PREAMBLE_BY_HASH: Final = "hartflow-preamble-by-hash"
+TERMINAL_RESPONSE: Final = "hartflow-terminal-response"
+SANDBOX_RELEASE_BY_THREAD: Final = "hartflow-sandbox-release-by-thread"
+READ_BEFORE_WRITE: Final = "hartflow-read-before-write"
+SKILL_TOOL_POLICY: Final = "hartflow-skill-tool-policy"
+BREAKER_KNOWN_CLOSED: Final = "hartflow-breaker-known-closed"
+LOAD_LOCALLY: Final = "hartflow-load-locally"
+TURNS_REFRESH: Final = "hartflow-turns-refresh"
+
+IN_BASELINE: Final = frozenset(
+    {
+        RUN_ARCHIVE,
+        RUN_ARCHIVE_PARTS,
+        VISIBILITY_SYNC,
+        SUBAGENT_STEPS,
+        INPUT_CHECK,
+        ANSWER_INVALID_TOOL_CALLS,
+        PREAMBLE_BY_HASH,
+        TERMINAL_RESPONSE,
+        SANDBOX_RELEASE_BY_THREAD,
+        READ_BEFORE_WRITE,
+        SKILL_TOOL_POLICY,
+        BREAKER_KNOWN_CLOSED,
+        LOAD_LOCALLY,
+        TURNS_REFRESH,
+    }
+)
