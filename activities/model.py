@@ -22,9 +22,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import TypeVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
@@ -33,6 +32,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contract import implements
+from activities.heartbeat import heartbeating
 from activities.live_tokens import TokenBatcher, drop_folded_calls, stream_answer
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
@@ -52,30 +52,11 @@ MAX_HEARTBEAT_INTERVAL = 5.0
 
 _SIGNAL_TIMEOUT = timedelta(seconds=5)
 
-_T = TypeVar("_T")
-
 
 def _heartbeat_interval(info: activity.Info) -> float:
     if info.heartbeat_timeout is None:
         return MAX_HEARTBEAT_INTERVAL
     return min(MAX_HEARTBEAT_INTERVAL, info.heartbeat_timeout.total_seconds() / 3)
-
-
-async def _heartbeat_every(interval: float) -> None:
-    while True:
-        activity.heartbeat()
-        await asyncio.sleep(interval)
-
-
-async def _with_heartbeats(awaitable: Awaitable[_T], interval: float) -> _T:
-    """Await ``awaitable`` while heartbeating, so a hung request or a dead worker is noticed by the
-    heartbeat timeout instead of only by the (much longer) start-to-close timeout."""
-    beats = asyncio.create_task(_heartbeat_every(interval))
-    try:
-        return await awaitable
-    finally:
-        beats.cancel()
-        await asyncio.gather(beats, return_exceptions=True)
 
 
 class ModelActivities:
@@ -128,7 +109,7 @@ class ModelActivities:
             runnable: Runnable[LanguageModelInput, AIMessage] = model.bind_tools(tools) if tools else model
             streamed = self._live(input, info, model)
             answer = runnable.ainvoke(messages) if streamed is None else stream_answer(runnable, messages, streamed)
-            message = await _with_heartbeats(answer, _heartbeat_interval(info))
+            message = await heartbeating(answer, _heartbeat_interval(info))
         except (ScriptExhaustedError, ScriptError, InvalidModelSpecError, ModelConfigError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         except Exception as exc:
@@ -182,7 +163,7 @@ class ModelActivities:
             # Heartbeating: a first request on a long thread may write thousands of message blobs.
             # A storage outage is waited out here: a failed attempt would spend the model's retry budget.
             resolving = asyncio.to_thread(wait_out_outage, resolve, what="reading the request's messages")
-            return await _with_heartbeats(resolving, _heartbeat_interval(activity.info()))
+            return await heartbeating(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
 

@@ -24,6 +24,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Replayer
 
+from activities.sandbox.local import LocalSandboxProvider
 from bench.soak.clients import Clients
 from bench.soak.scenarios import Scenario, state_problems
 from vocabulary.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE, TOOL_EXECUTE
@@ -95,14 +96,16 @@ async def replay_and_sandboxes(clients: Clients) -> tuple[list[str], list[str], 
         workflow_runner=workflow_runner(),
     )  # fmt: skip
     replay, sandbox = [], []
+    releases = clients.deployment.config.sandbox.provider != "local" or LocalSandboxProvider.needs_release
     for history in histories:
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
         if result.replay_failure is not None:
             replay.append(f"{history.workflow_id}: {result.replay_failure}")
         names = [name for name, _ in scheduled_activities(list(history.events))]
-        # A sandbox is acquired eagerly (sandbox.acquire) or by the first tool call; after_agent releases it.
+        # A sandbox is acquired eagerly (sandbox.acquire) or by the first tool call; after_agent releases it where
+        # its provider holds something (the local one holds nothing: its leftovers are processes, checked below).
         uses = [index for index, name in enumerate(names) if name in (SANDBOX_ACQUIRE, TOOL_EXECUTE)]
-        if uses and SANDBOX_RELEASE not in names[uses[0] :]:
+        if releases and uses and SANDBOX_RELEASE not in names[uses[0] :]:
             sandbox.append(f"{history.workflow_id}: used a sandbox and never released it")
         closed = history.events[-1].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
         if not closed:
