@@ -101,7 +101,11 @@ class ToolActivities:
         version check and read mark); ``None`` when it cannot be read. Only the hash enters the history."""
         call = ToolCallInput(input.thread, {"name": "read_file"}, sandbox_id=input.sandbox_id, run_key=input.run_key)
         output = await self._in_thread(lambda: self._execute(call, lambda sandbox: file_sha256(sandbox, input.path)))
-        return FileHashResult(output.content if output.status == "success" else None, sandbox_id=output.sandbox_id)
+        return FileHashResult(
+            output.content if output.status == "success" else None,
+            sandbox_id=output.sandbox_id,
+            sandbox_needs_release=output.sandbox_needs_release,
+        )
 
     @implements(SANDBOX_ACQUIRE)
     async def acquire(self, input: SandboxAcquireInput) -> SandboxAcquireResult:
@@ -134,7 +138,8 @@ class ToolActivities:
             content = self._synchronised(input.thread, sandbox, call)
             return ToolCallOutput(content, sandbox_id=sandbox_id, sandbox_needs_release=self._provider.needs_release)
         except SandboxError as e:
-            return ToolCallOutput(f"Error: {e}", status="error", sandbox_id=sandbox_id)
+            releases = self._provider.needs_release
+            return ToolCallOutput(f"Error: {e}", status="error", sandbox_id=sandbox_id, sandbox_needs_release=releases)
 
     def _synchronised(self, thread: ThreadRef, sandbox: Sandbox, call: Callable[[Sandbox], str]) -> str:
         """Run ``call`` on an up-to-date working copy and store what it changed, also when it failed."""

@@ -126,7 +126,7 @@ class ReadBeforeWriteMiddleware(Middleware):
         if isinstance(outcome, BaseException):
             logger.warning("read-before-write could not inspect %r; allowing the %s (fail-open)", path, request.name)
             return None
-        lease.reported(outcome.sandbox_id)
+        lease.reported(outcome.sandbox_id, needs_release=outcome.sandbox_needs_release)
         return outcome.sha256
 
 

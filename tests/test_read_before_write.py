@@ -279,9 +279,9 @@ async def test_the_hash_activity_reads_the_whole_file_in_the_threads_sandbox(tmp
     sandbox.write_file(PATH, "a\r\nb\n")
     env = ActivityEnvironment()
     found = await env.run(activities.file_hash, FileHashInput(thread, PATH, sandbox_id=sandbox_id))
-    assert found == FileHashResult(_sha("a\r\nb\n"), sandbox_id=sandbox_id)
+    assert found == FileHashResult(_sha("a\r\nb\n"), sandbox_id=sandbox_id, sandbox_needs_release=False)
     missing = await env.run(activities.file_hash, FileHashInput(thread, "/mnt/user-data/outputs/none.md", sandbox_id))
-    assert missing == FileHashResult(None, sandbox_id=sandbox_id)
+    assert missing == FileHashResult(None, sandbox_id=sandbox_id, sandbox_needs_release=False)
 
 
 # -- a real run -------------------------------------------------------------------------------------------

@@ -146,7 +146,7 @@ async def test_extra_arguments_are_ignored_and_strings_coerced(acts: ToolActivit
 
 async def test_sandbox_errors_become_error_results(acts: ToolActivities) -> None:
     assert await run(acts, "read_file", path="/etc/passwd") == ToolCallOutput(
-        "Error: Only paths under /mnt/user-data/ are allowed: /etc/passwd", "error", SANDBOX_ID
+        "Error: Only paths under /mnt/user-data/ are allowed: /etc/passwd", "error", SANDBOX_ID, None, False
     )
     missing = await run(acts, "read_file", path=f"{WS}/nope.txt")
     assert (missing.content, missing.status) == (f"Error: File not found: {WS}/nope.txt", "error")

@@ -46,6 +46,8 @@ class FileHashResult:
     binary, a sandbox error): the gate then lets the tool run and report its own error."""
     sandbox_id: str | None = None
     """The sandbox the read ran in (the thread's first sandbox call acquires it)."""
+    sandbox_needs_release: bool = True
+    """As ``ToolCallOutput.sandbox_needs_release``."""
 
 
 @dataclass
