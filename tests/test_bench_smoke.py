@@ -108,3 +108,22 @@ def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() 
         "startup: imports, building the worker": 5,
         "other: event loop, bridge polls": 1,
     }
+
+
+@pytest.mark.timeout(300)
+def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
+    process = subprocess.run(
+        [sys.executable, "-m", "bench.breakdown", "--turns", "2"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    lines = process.stdout.splitlines()
+    assert "| where | hartflow ms/turn | count/turn | floor ms/turn | count/turn |" in lines
+    rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines if line.startswith("| ")}
+    # The floor's activities share the rows of hartflow's model and tool activities; its own steps are blank.
+    assert all(cell != "–" for cell in rows["model.invoke: run"].split(" | ")[1:])
+    assert rows["thread.commit: run"].split(" | ")[3] == "–"
+    assert any(line.startswith("hartflow: ") for line in lines) and any(line.startswith("floor: ") for line in lines)
