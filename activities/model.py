@@ -5,12 +5,14 @@ Temporal owns retries: the activity makes exactly one provider request, and fail
 (``activities/llm_errors.py`` decides, per attempt). Before an attempt that will be retried, the activity
 signals the calling workflow (``ModelCallInput.retry_signal``) so the run shows DeerFlow's ``llm_retry`` event;
 that signal is best-effort: failing to send it never fails the call.
-The result is recorded in workflow history, so the workflow sees the same ``AIMessage`` on replay. When the call
-asks for live tokens (``ModelCallInput.live``) and the model streams, the answer is read with ``astream`` and
-published in batches while it is generated (``activities/live_tokens.py``); the result is still the complete
-message, under an id every attempt shares. When the run asks (``ModelCallInput.report_breaker``), the answer's
-metadata also says when this worker last saw the model's circuit breaker closed (``vocabulary/breaker.py``), so
-the run can skip its next breaker check.
+A request by reference (``input.transcript``) is read first; the message bodies it brings are stored beside the
+model call, and the answer returns only once they are stored, since the run's next request names them
+(``activities/transcripts.py``). The result is recorded in workflow history, so the workflow sees the same
+``AIMessage`` on replay. When the call asks for live tokens (``ModelCallInput.live``) and the model streams, the
+answer is read with ``astream`` and published in batches while it is generated (``activities/live_tokens.py``); the
+result is still the complete message, under an id every attempt shares. When the run asks
+(``ModelCallInput.report_breaker``), the answer's metadata also says when this worker last saw the model's circuit
+breaker closed (``vocabulary/breaker.py``), so the run can skip its next breaker check.
 
 ``input.model`` is a name from the worker's ``models:`` list (built here, its ``$VAR`` secrets read from this
 process's environment, so they never enter history) or a ``scripted:`` / ``openai:`` shorthand. Error text
@@ -20,10 +22,12 @@ that would carry a resolved secret is scrubbed before it leaves the activity.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
@@ -76,7 +80,7 @@ class ModelActivities:
         self._transcripts = TranscriptStore(store) if store is not None else None
         self._store = store
         self._stream_tokens = stream_tokens
-        self._cleanups: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._catalog = ModelCatalog(models, environ)
 
     @implements(MODEL_INVOKE)
@@ -96,7 +100,7 @@ class ModelActivities:
 
     async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:
         call = CallCoordinates(purpose=input.purpose, call_index=input.call_index, attempt=info.attempt)
-        messages, (system_message, tools) = await self._request(input)
+        messages, (system_message, tools), storing = await self._request(input)
         if system_message is not None:
             messages.insert(0, system_message)
         secrets: tuple[str, ...] = ()
@@ -130,6 +134,9 @@ class ModelActivities:
         elif message.id is None:
             # Random is fine: the activity result is recorded in history and replayed verbatim.
             message.id = f"run-{uuid.uuid4()}"
+        if storing is not None:
+            # The next request names what this one stored: the answer waits until it is in the store.
+            await heartbeating(storing, _heartbeat_interval(info))
         return message
 
     def _live(self, input: ModelCallInput, info: activity.Info, model: BaseChatModel) -> TokenBatcher | None:
@@ -140,22 +147,30 @@ class ModelActivities:
         if type(model)._astream is BaseChatModel._astream:
             return None
         store, live = self._store, input.live
-        cleanup = asyncio.create_task(asyncio.to_thread(drop_folded_calls, store, live))
-        self._cleanups.add(cleanup)
-        cleanup.add_done_callback(self._cleanups.discard)
+        self._in_background(asyncio.to_thread(drop_folded_calls, store, live))
         return TokenBatcher(store, live, info.attempt, live_message_id(info))
 
-    async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble]:
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """``work`` as a task this object keeps until it is done; its failure is logged by whoever awaits it, or
+        dropped when nobody does (a call that failed first)."""
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return task
+
+    async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble, asyncio.Task[None] | None]:
         """The request's messages, system message and tools: inline, or resolved from the thread's blobs (a
-        storage outage is retried; a reference that does not add up is not)."""
+        storage outage is retried; a reference that does not add up is not). With a reference, also the task
+        storing the blobs it brings: it runs beside the model call (on S3 a turn's writes are round trips)."""
         if input.transcript is None:
-            return list(input.messages), (input.system_message, input.tools)
+            return list(input.messages), (input.system_message, input.tools), None
         if self._transcripts is None:
             raise ApplicationError("this worker has no blob store for transcript references", non_retryable=True)
         transcripts, ref = self._transcripts, input.transcript
 
         def resolve() -> tuple[list[BaseMessage], Preamble]:
-            messages = transcripts.resolve(ref)
+            messages = transcripts.messages(ref)
             preamble = transcripts.preamble(ref) if ref.preamble is not None else (input.system_message, input.tools)
             return messages, preamble
 
@@ -163,9 +178,12 @@ class ModelActivities:
             # Heartbeating: a first request on a long thread may write thousands of message blobs.
             # A storage outage is waited out here: a failed attempt would spend the model's retry budget.
             resolving = asyncio.to_thread(wait_out_outage, resolve, what="reading the request's messages")
-            return await heartbeating(resolving, _heartbeat_interval(activity.info()))
+            messages, preamble = await heartbeating(resolving, _heartbeat_interval(activity.info()))
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
+        store = functools.partial(transcripts.store, ref)
+        storing = asyncio.to_thread(wait_out_outage, store, what="storing the request's messages")
+        return messages, preamble, self._in_background(storing)
 
 
 def live_message_id(info: activity.Info) -> str:

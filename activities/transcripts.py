@@ -110,10 +110,32 @@ class TranscriptStore:
 
     def resolve(self, ref: TranscriptRef) -> list[BaseMessage]:
         """Store the reference's new bodies and manifest, then return its messages in order."""
+        self.store(ref)
+        return self.messages(ref)
+
+    def messages(self, ref: TranscriptRef) -> list[BaseMessage]:
+        """The reference's messages in order, checked against its digest. New messages are parsed from the bodies
+        it carries and nothing is written, so the model call need not wait for :meth:`store`, which may run beside
+        it; the call's result must wait for it, since the next reference names what this one stored."""
         prefix = thread_blob_prefix(ref.thread)
-        for message_id, body in ref.bodies.items():
-            if sha256_hex(body) != message_id:
-                raise TranscriptError(f"message body does not match its id {message_id}")
+        self._check_bodies(ref)
+        ids = self._ids(prefix, ref)
+        # The base request's messages, when this process resolved it: only the appended ids are looked up, so a
+        # turn's work does not grow with the conversation.
+        known = self._resolved.get(self._scope + prefix + ref.base) if ref.base is not None else None
+        if known is None or len(known) < ref.keep:
+            known, start = [], 0
+        else:
+            start = ref.keep
+        new = (self._message(prefix, message_id, ref.bodies.get(message_id)) for message_id in ids[start:])
+        messages = [*known[:start], *new]
+        self._resolved.put(self._scope + prefix + ref.digest, messages)
+        return list(messages)
+
+    def store(self, ref: TranscriptRef) -> None:
+        """Write the reference's new bodies and its manifest (create-only: a retry writes nothing new)."""
+        prefix = thread_blob_prefix(ref.thread)
+        self._check_bodies(ref)
         # In parallel: the first request of a run on a long thread carries every body (one PUT each on S3). The
         # usual turn carries one or two: handing those to the pool would cost more than the writes.
         writes = [(f"{prefix}msg/{message_id}.json", body) for message_id, body in ref.bodies.items()]
@@ -122,28 +144,31 @@ class TranscriptStore:
         else:
             for key, body in writes:
                 self._write(key, body)
+        if ref.depth and ref.base is not None:
+            delta = delta_text(ref.base, ref.keep, ref.base_depth, ref.append)
+            self._write(f"{prefix}manifest/{ref.digest}.delta", delta)
+        else:
+            self._write(f"{prefix}manifest/{ref.digest}.txt", manifest_text(self._ids(prefix, ref)))
+
+    @staticmethod
+    def _check_bodies(ref: TranscriptRef) -> None:
+        for message_id, body in ref.bodies.items():
+            if sha256_hex(body) != message_id:
+                raise TranscriptError(f"message body does not match its id {message_id}")
+
+    def _ids(self, prefix: str, ref: TranscriptRef) -> list[str]:
+        """The reference's message ids, checked against its digest."""
+        cached = self._lists.get(self._scope + prefix + ref.digest)
+        if cached is not None:
+            return cached
         base = self._manifest(prefix, ref.base, ref.base_depth) if ref.base is not None else []
         if ref.keep > len(base):
             raise TranscriptError(f"reference keeps {ref.keep} messages of a manifest of {len(base)}")
         ids = [*base[: ref.keep], *ref.append]
         if manifest_id(ids) != ref.digest:
             raise TranscriptError(f"the referenced messages do not add up to manifest {ref.digest}")
-        if ref.depth and ref.base is not None:
-            delta = delta_text(ref.base, ref.keep, ref.base_depth, ref.append)
-            self._write(f"{prefix}manifest/{ref.digest}.delta", delta)
-        else:
-            self._write(f"{prefix}manifest/{ref.digest}.txt", manifest_text(ids))
         self._lists.put(self._scope + prefix + ref.digest, ids)
-        # The base request's messages, when this process resolved it: only the appended ids are looked up, so a
-        # turn's work does not grow with the conversation.
-        known = self._resolved.get(self._scope + prefix + ref.base) if ref.base is not None else None
-        if known is None or len(known) < ref.keep:
-            known, start = [], 0
-        else:
-            start = ref.keep
-        messages = [*known[:start], *(self._message(prefix, message_id) for message_id in ids[start:])]
-        self._resolved.put(self._scope + prefix + ref.digest, messages)
-        return list(messages)
+        return ids
 
     def preamble(self, ref: TranscriptRef) -> Preamble:
         """The reference's system message and tool schemas (stored first when it carries them). Shared between
@@ -161,13 +186,15 @@ class TranscriptStore:
             self._preambles.put(self._scope + key, parsed)
         return parsed
 
-    def _message(self, prefix: str, message_id: str) -> BaseMessage:
+    def _message(self, prefix: str, message_id: str, body: str | None = None) -> BaseMessage:
         """One message, parsed once per process: re-parsing the whole conversation on every turn made a model
-        call's cost grow with the thread. Callers treat the messages as read-only (they are shared)."""
+        call's cost grow with the thread. ``body``: its text, when the reference carries it (checked against its
+        id already). Callers treat the messages as read-only (they are shared)."""
         key = self._scope + prefix + message_id
         message = self._parsed.get(key)
         if message is None:
-            (message,) = messages_from_dict([json.loads(self._read(f"{prefix}msg/{message_id}.json"))])
+            text = body if body is not None else self._read(f"{prefix}msg/{message_id}.json")
+            (message,) = messages_from_dict([json.loads(text)])
             self._parsed.put(key, message)
         return message
 

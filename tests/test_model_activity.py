@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +29,11 @@ from activities.models import (
     validate_model_spec,
 )
 from activities.models.scripted import ScriptedChatModel
-from vocabulary.contracts import ModelCallInput
+from activities.storage.filesystem import FilesystemObjectStore
+from activities.transcripts import thread_blob_prefix
+from tests.support.kube import eventually_async
+from vocabulary.contracts import ModelCallInput, ThreadRef
+from vocabulary.transcript import TranscriptCursor
 
 BASH_SCHEMA: dict[str, Any] = {
     "type": "function",
@@ -240,8 +246,42 @@ async def test_heartbeats_while_waiting_for_the_model(tmp_path: Path) -> None:
 
     assert (await invoke(call_for(path), env=env)).content == "slow"
 
-    # Interval is a third of the heartbeat timeout: a beat at once, then about every 0.1 s.
+    # Interval is a third of the heartbeat timeout: a beat about every 0.1 s, the first after one interval.
     assert len(beats) >= 3
+
+
+class GatedStore(FilesystemObjectStore):
+    """Message bodies are written only once the test opens the gate."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.gate = threading.Event()
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> None:
+        if "/msg/" in key:
+            self.gate.wait(timeout=60)
+        super().put(key, data, if_absent=if_absent)
+
+
+async def test_the_model_is_called_while_the_turns_messages_are_stored_and_the_answer_waits_for_them(
+    tmp_path: Path, received: list[tuple[list[BaseMessage], dict[str, Any]]]
+) -> None:
+    """On S3 a turn's writes are round trips: they go beside the model call, and the answer comes back only once
+    they are stored, since the run's next request names them."""
+    path = write_script(tmp_path, [{"content": "done"}])
+    store = GatedStore(tmp_path / "store")
+    ref, _ = TranscriptCursor().reference(ThreadRef("u1", "t1"), [HumanMessage("hi", id="h1")])
+    call = ModelCallInput(model=f"scripted:{path}", messages=[], transcript=ref)
+    answering = asyncio.create_task(ActivityEnvironment().run(ModelActivities(store=store).invoke, call))
+
+    await eventually_async(lambda: received, what="the model call")
+    [(messages, _)] = received
+    assert [m.content for m in messages] == ["hi"]
+    assert not answering.done(), "the answer came back before its messages were stored"
+    store.gate.set()
+    assert (await answering).content == "done"
+    [body_id] = ref.bodies
+    assert store.get(f"{thread_blob_prefix(ref.thread)}msg/{body_id}.json") is not None
 
 
 def test_validate_model_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
