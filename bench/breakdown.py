@@ -16,7 +16,10 @@ What is not inside any of these is the server's own bookkeeping between them (``
 over the run divided by N, in ms; the table also gives each activity's count per turn. Below the table, each
 run's history events per turn by kind and the CPU time it cost per turn, in this process (worker and client) and
 in the dev server's processes: on a shared machine wall times move with the neighbours' load, CPU times much less.
-``--system hartflow`` measures hartflow alone.
+``--system hartflow`` measures hartflow alone; ``--storage s3`` puts hartflow's storage on S3 (a SeaweedFS
+server started for the run, ``workers/testing/s3.py``) instead of the local filesystem; ``--model-delay S``
+makes hartflow's scripted model take S seconds an answer, as a provider would (the storage writes of a turn go
+beside the call).
 
     python -m bench.breakdown --turns 100
     python -m bench.breakdown --turns 200 --profile /tmp/worker.prof   # cProfile of the worker's event loop
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import tempfile
 import time
@@ -50,6 +54,7 @@ from vocabulary.contracts import MODEL_INVOKE, TOOL_EXECUTE
 from workers.devserver import DevServer, free_port
 from workers.devserver_options import DevServerOptions
 from workers.testing.history import chain_histories
+from workers.testing.s3 import S3Server, s3_storage_settings
 from workers.worker import connect
 
 _E = EventType
@@ -122,31 +127,48 @@ _FLOOR_ROWS = {FLOOR_MODEL: MODEL_INVOKE.name, FLOOR_TOOL: TOOL_EXECUTE.name}
 
 
 async def measure(
-    turns: int, profile: Path | None, stream_tokens: bool = False, systems: tuple[str, ...] = SYSTEMS
+    turns: int,
+    profile: Path | None,
+    stream_tokens: bool = False,
+    systems: tuple[str, ...] = SYSTEMS,
+    storage: str = "filesystem",
+    model_delay: float = 0.0,
 ) -> dict[str, dict[str, Any]]:
     """One measured run of each system in ``systems`` (after an unmeasured warm-up run), on one fresh server."""
-    with tempfile.TemporaryDirectory(prefix="hartflow-breakdown-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hartflow-breakdown-") as tmp, contextlib.ExitStack() as stack:
         workdir = Path(tmp)
         server = DevServer(DevServerOptions(db_file=workdir / "temporal.db", port=free_port(), ui=False))
         await asyncio.to_thread(server.start)
-        try:
-            results = {}
-            if "hartflow" in systems:
-                results["hartflow"] = await _hartflow(server, workdir, turns, profile, stream_tokens)
-            if "floor" in systems:
-                results["floor"] = await _floor(server, workdir, turns)
-            return results
-        finally:
-            await asyncio.to_thread(server.stop)
+        stack.callback(server.stop)
+        storage_config: dict[str, Any] = {"home": str(workdir / "home")}
+        if storage == "s3":
+            s3 = S3Server(workdir / "s3")
+            await asyncio.to_thread(s3.start)
+            stack.callback(s3.stop)
+            storage_config.update(s3_storage_settings(s3, s3.create_bucket("breakdown")))
+        results = {}
+        if "hartflow" in systems:
+            results["hartflow"] = await _hartflow(
+                server, workdir, turns, profile, stream_tokens, storage_config, model_delay
+            )
+        if "floor" in systems:
+            results["floor"] = await _floor(server, workdir, turns)
+        return results
 
 
 async def _hartflow(
-    server: DevServer, workdir: Path, turns: int, profile: Path | None, stream_tokens: bool
+    server: DevServer,
+    workdir: Path,
+    turns: int,
+    profile: Path | None,
+    stream_tokens: bool,
+    storage: dict[str, Any],
+    model_delay: float,
 ) -> dict[str, Any]:
     config = hartflow_side.bench_config(
-        workdir / "home", server.address, unique("breakdown"), turns=turns, stream_tokens=stream_tokens
+        workdir / "home", server.address, unique("breakdown"), turns=turns, stream_tokens=stream_tokens, storage=storage
     )
-    model = write_script(workdir, responses(turns), f"turns-{turns}")
+    model = write_script(workdir, [{**entry, "delay": model_delay} for entry in responses(turns)], f"turns-{turns}")
     client = await connect(config)
     async with hartflow_side.in_process_worker(client, config):
         warmup = await hartflow_side.start_run(client, config, unique("warm"), model, PROMPT)
@@ -259,11 +281,18 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="write a cProfile of the timed hartflow run here")
     parser.add_argument("--stream-tokens", action="store_true", help="hartflow's model calls publish live tokens")
     parser.add_argument("--system", choices=SYSTEMS, help="measure this system only (default: both)")
+    parser.add_argument("--storage", choices=("filesystem", "s3"), default="filesystem", help="hartflow's storage")
+    parser.add_argument("--model-delay", type=float, default=0.0, help="seconds hartflow's model takes an answer")
     args = parser.parse_args()
     if args.turns < 1:
         parser.error("--turns must be >= 1")
     systems = (args.system,) if args.system else SYSTEMS
-    print(table(asyncio.run(measure(args.turns, args.profile, args.stream_tokens, systems)), args.turns))
+    if args.model_delay < 0:
+        parser.error("--model-delay must be >= 0")
+    results = asyncio.run(
+        measure(args.turns, args.profile, args.stream_tokens, systems, args.storage, args.model_delay)
+    )
+    print(table(results, args.turns))
 
 
 if __name__ == "__main__":
