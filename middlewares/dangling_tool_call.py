@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from middlewares._transcript_repair import invalid_call_result, patch_messages
 from middlewares.base import Middleware, ModelHandler, ModelRequest
+from vocabulary.messages import extends
 
 __all__ = ["DanglingToolCallMiddleware", "invalid_call_result", "patch_messages"]
 
@@ -62,11 +63,7 @@ class DanglingToolCallMiddleware(Middleware):
         appending a suffix that is well-formed on its own (valid ids, each call answered right after it, no
         orphan) cannot change any pairing; anything else takes the full pass."""
         known = self._well_formed
-        extends_known = (
-            bool(known)
-            and len(messages) >= len(known)
-            and all(previous is current for previous, current in zip(known, messages, strict=False))
-        )
+        extends_known = bool(known) and extends(messages, known)
         suffix_only = extends_known and patch_messages(messages[len(known) :]) is None
         patched = None if suffix_only else patch_messages(messages)
         if patched is None:

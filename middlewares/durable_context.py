@@ -21,7 +21,8 @@ Hooks
   ``## Work already delegated`` (newest first, 6000 characters) and ``## Active skills (loaded earlier - re-read
   the file before applying its instructions)``. Nothing when all three are empty; never written to the thread.
 
-Writes: thread state (``delegations``, ``skill_context``), the request overlay. Per-run memory: none.
+Writes: thread state (``delegations``, ``skill_context``), the request overlay. Per-run memory: the messages the
+ledger has read (``DelegationLedger``), not exported: a continued run reads them again once.
 
 Parts: the rendering ``middlewares/_durable_context_data.py``; the skill stamps and their capture
 ``middlewares/_skill_context.py`` (stamped by ``middlewares/tool_error_handling.py``); the ledger capture and the
@@ -46,7 +47,7 @@ from middlewares._messages import HIDE_FROM_UI_KEY
 from middlewares._skill_context import extract_skills
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import RunContext
-from vocabulary.delegation import capture_delegations
+from vocabulary.delegation import DelegationLedger
 from vocabulary.state import StateUpdate, ThreadState
 
 
@@ -56,6 +57,8 @@ class DurableContextMiddleware(Middleware):
     ) -> None:
         self._skills_root = skills_root
         self._skill_read_tool_names = frozenset(skill_read_tool_names)
+        # Per-run memory (never exported): what the ledger read, so a turn reads only the new messages.
+        self._ledger: DelegationLedger | None = None
 
     async def before_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         update = self._delegations(state, ctx)
@@ -83,7 +86,8 @@ class DurableContextMiddleware(Middleware):
         ]
         return await handler(request.override(messages=[*messages[:at], *injected, *messages[at:]]))
 
-    @staticmethod
-    def _delegations(state: ThreadState, ctx: RunContext) -> dict[str, Any]:
-        ledger = capture_delegations(state.messages, state.delegations, run_id=ctx.run_id, now=ctx.now().isoformat())
+    def _delegations(self, state: ThreadState, ctx: RunContext) -> dict[str, Any]:
+        if self._ledger is None:
+            self._ledger = DelegationLedger(ctx.run_id)
+        ledger = self._ledger.capture(state.messages, state.delegations, now=ctx.now().isoformat())
         return {"delegations": ledger} if ledger else {}

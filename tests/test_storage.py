@@ -487,10 +487,12 @@ async def test_s3_down_across_a_tool_call_and_the_next_model_call_waits_without_
     assert objects.get(f"users/default/threads/{thread}/user-data/outputs/made.txt") == b"made\n"
 
 
-async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_instead_of_failing(
+async def test_s3_down_around_a_model_call_the_call_waits_for_its_messages_instead_of_failing(
     client: Client, home: Path, temporal_address: str, s3_server: S3Server, s3_storage: dict[str, Any],
     tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
+    """The request's messages are read before the model call (from this worker's cache, here) and stored beside it:
+    whichever meets the outage waits it out, and the answer comes once they are stored."""
     caplog.set_level("WARNING", logger="activities.storage")
     config = make_config(home, temporal_address, storage=s3_storage)
     thread = unique("outage-model")
@@ -501,7 +503,7 @@ async def test_s3_down_before_a_model_call_the_call_waits_for_its_messages_inste
         assert (await settle(handle)).status == "awaiting_input"
         async with s3_server.down():
             await handle.signal("clarification_reply", "eu-west")
-            await _until(lambda: _logged(caplog, "reading the request's messages: storage unavailable"))
+            await _until(lambda: _logged(caplog, "the request's messages: storage unavailable"))
         view = await settle(handle)
     assert view.status == "completed" and view.final_message == "Deploying to eu-west."
     events = [e async for e in handle.fetch_history_events()]

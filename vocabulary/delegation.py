@@ -12,7 +12,8 @@ Pure data and functions, read by the engine (``workflows/run/delegation.py``, th
   (:func:`make_subagent_additional_kwargs`), which UIs and TokenUsage read — strings and keys are a protocol —
   and the ToolMessage carrying both (:func:`task_result_message`);
 * :func:`capture_delegations` — the ``delegations`` ledger entries for the current run's task calls and results
-  (DeerFlow's DurableContext delegation capture), which SubagentLimit counts.
+  (DeerFlow's DurableContext delegation capture), which SubagentLimit counts; :class:`DelegationLedger` keeps
+  what it read, for a run that captures every turn.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Literal
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from vocabulary.messages import extends
 from vocabulary.text import head_and_tail
 from vocabulary.tools import ToolSpec
 
@@ -245,34 +247,57 @@ def task_result_message(
 # -- the delegation ledger ---------------------------------------------------------------------------------
 
 
-def run_messages(messages: Sequence[BaseMessage], run_id: str) -> Sequence[BaseMessage]:
-    """The messages after this run's user message (ThreadData stamps it with ``run_id``): DeerFlow's run
-    boundary. Without a stamped message, all of them."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, HumanMessage) and message.additional_kwargs.get("run_id") == run_id:
-            return messages[index + 1 :]
-    return messages
-
-
 def capture_delegations(
     messages: Sequence[BaseMessage], existing: Sequence[Mapping[str, Any]], *, run_id: str, now: str
 ) -> list[dict[str, Any]]:
     """Ledger entries for this run's ``task`` calls (``in_progress``) and their results (the contract's status),
     only those that differ from ``existing``; the ``delegations`` reducer keeps terminal statuses."""
-    entries: dict[str, dict[str, Any]] = {}
-    for message in run_messages(messages, run_id):
-        if isinstance(message, AIMessage):
+    return DelegationLedger(run_id).capture(messages, existing, now=now)
+
+
+class DelegationLedger:
+    """:func:`capture_delegations` for one run, each turn: while the conversation only grows (the same message
+    objects with more after them, :func:`vocabulary.messages.extends`) it reads the new messages alone, so a turn's
+    work does not grow with the conversation; otherwise (a summary replaced messages) it reads them all again."""
+
+    def __init__(self, run_id: str) -> None:
+        self._run_id = run_id
+        self._read: list[BaseMessage] = []
+        self._entries: dict[str, dict[str, Any]] = {}
+        """By call id, as :func:`capture_delegations` returns them but for ``created_at`` (set on return)."""
+
+    def capture(
+        self, messages: Sequence[BaseMessage], existing: Sequence[Mapping[str, Any]], *, now: str
+    ) -> list[dict[str, Any]]:
+        if not extends(messages, self._read):
+            self._read, self._entries = [], {}
+        for message in messages[len(self._read) :]:
+            self._take(message)
+        self._read = list(messages)
+        known = {str(entry.get("id")): entry for entry in existing}
+        return [
+            {**entry, "created_at": now}
+            for entry_id, entry in self._entries.items()
+            if not _same_entry(known.get(entry_id), entry)
+        ]
+
+    def _take(self, message: BaseMessage) -> None:
+        entries = self._entries
+        if isinstance(message, HumanMessage) and message.additional_kwargs.get("run_id") == self._run_id:
+            # DeerFlow's run boundary: the run's messages are those after its user message (ThreadData stamps it
+            # with the run id), all of them when none is stamped.
+            entries.clear()
+        elif isinstance(message, AIMessage):
             for call in message.tool_calls:
                 if call["name"] == TASK_TOOL_NAME and call.get("id"):
                     args = call.get("args") or {}
                     entries[str(call["id"])] = {
                         "id": str(call["id"]),
-                        "run_id": run_id,
+                        "run_id": self._run_id,
                         "description": str(args.get("description") or ""),
                         "subagent_type": str(args.get("subagent_type") or "general-purpose"),
                         "status": "in_progress",
-                        "created_at": now,
+                        "created_at": None,
                     }
         elif isinstance(message, ToolMessage) and message.tool_call_id in entries:
             kwargs = message.additional_kwargs
@@ -287,8 +312,6 @@ def capture_delegations(
                 ):
                     if isinstance(kwargs.get(key), str):
                         entry[field] = kwargs[key]
-    known = {str(entry.get("id")): entry for entry in existing}
-    return [entry for entry_id, entry in entries.items() if not _same_entry(known.get(entry_id), entry)]
 
 
 def _same_entry(known: Mapping[str, Any] | None, entry: Mapping[str, Any]) -> bool:

@@ -17,6 +17,7 @@ survive the commit/load round trip), so it is dropped.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -46,10 +47,19 @@ __all__ = [
     "SystemMessage",
     "ToolMessage",
     "add_messages",
+    "extends",
     "is_hidden",
     "last_human_index",
     "message_text",
 ]
+
+
+def extends(current: Sequence[object], previous: Sequence[object]) -> bool:
+    """Whether ``current`` starts with the very objects of ``previous``, in order. Workflow code never changes a
+    message in place (every change is a new message through the reducers or a request overlay), so such a list only
+    appended to ``previous``: a hook that saw ``previous`` need only look at what follows it, and a turn's work does
+    not grow with the conversation."""
+    return len(current) >= len(previous) and all(map(operator.is_, previous, current))
 
 
 def add_messages(

@@ -28,6 +28,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage, messages_from_dict
 
 from vocabulary.contracts import ThreadRef, TranscriptRef
+from vocabulary.messages import extends
 
 FULL_MANIFEST_EVERY = 32
 """A full manifest after this many chained deltas: a cold read costs at most this many small reads, and a turn
@@ -86,29 +87,46 @@ def parse_preamble(text: str) -> tuple[SystemMessage | None, list[dict[str, Any]
 class MessageHasher:
     """Message ids by object identity, so a turn hashes only the messages it has not seen.
 
-    Workflow code never changes a message in place — every change is a new message through the reducers or a
-    request overlay — so a message object keeps the id it was hashed to. Entries for messages that left the list
-    are dropped at each call. Per workflow run (not carried across continue-as-new): the first turn of a run
-    hashes everything once."""
+    Workflow code never changes a message in place — every change is a new message through the reducers or a request
+    overlay — so a message object keeps the id it was hashed to. A list that extends the last one is only looked at
+    past it; otherwise entries for messages that left the list are dropped. Per workflow run (not carried across
+    continue-as-new): the first turn of a run hashes everything once."""
 
     def __init__(self) -> None:
         self._seen: dict[int, tuple[BaseMessage, str]] = {}
+        self._last: tuple[list[BaseMessage], list[str]] = ([], [])
 
     def hash(self, messages: Sequence[BaseMessage]) -> tuple[list[str], dict[str, str]]:
         """The ids of ``messages``, and the canonical JSON of those hashed just now, by id."""
-        seen: dict[int, tuple[BaseMessage, str]] = {}
         ids: list[str] = []
         bodies: dict[str, str] = {}
+        last_messages, last_ids = self._last
+        if last_messages and extends(messages, last_messages):
+            # Only appended to: the usual turn looks at its new messages alone.
+            ids.extend(last_ids)
+            for message in messages[len(last_messages) :]:
+                entry = self._entry(message, bodies)
+                self._seen[id(message)] = entry
+                ids.append(entry[1])
+            self._last = (list(messages), ids)
+            return list(ids), bodies
+        seen: dict[int, tuple[BaseMessage, str]] = {}
         for message in messages:
-            entry = self._seen.get(id(message))
-            if entry is None or entry[0] is not message:
-                body = canonical_json(message)
-                entry = (message, sha256_hex(body))
-                bodies[entry[1]] = body
+            entry = self._entry(message, bodies)
             seen[id(message)] = entry
             ids.append(entry[1])
         self._seen = seen
-        return ids, bodies
+        self._last = (list(messages), ids)
+        return list(ids), bodies
+
+    def _entry(self, message: BaseMessage, bodies: dict[str, str]) -> tuple[BaseMessage, str]:
+        """``message`` and its id, hashed (its body added to ``bodies``) unless this object was hashed before."""
+        entry = self._seen.get(id(message))
+        if entry is None or entry[0] is not message:
+            body = canonical_json(message)
+            entry = (message, sha256_hex(body))
+            bodies[entry[1]] = body
+        return entry
 
 
 @dataclass

@@ -19,9 +19,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from langchain_core.messages import BaseMessage
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 from middlewares.context import RunEvents
+from vocabulary.messages import extends
 from vocabulary.state import ThreadState
 
 MESSAGES_TOPIC = "messages"
@@ -43,15 +45,21 @@ class StatePublisher:
     def __init__(self, topic: _Topic) -> None:
         self._topic = topic
         self._ids: list[str | None] | None = None
+        self._messages: list[BaseMessage] = []
         self._recent: list[dict[str, Any]] = []
         self._channels: dict[str, Any] = {}
 
     def sync(self, state: ThreadState) -> int:
         """Publish the changes of ``state``; returns how many stream items that took."""
         messages = state.messages
-        ids = [message.id for message in messages]
         channels = state.model_dump(mode="json", exclude={"messages"})
-        if self._ids is None or not self._unchanged_prefix(state, ids):
+        # The same message objects with more after them (the usual turn): only those are new.
+        appended = self._ids is not None and extends(messages, self._messages)
+        if appended and self._ids is not None:
+            ids = [*self._ids, *(message.id for message in messages[len(self._messages) :])]
+        else:
+            ids = [message.id for message in messages]
+        if self._ids is None or not (appended or self._unchanged_prefix(state, ids)):
             self._topic.publish({"kind": "snapshot", "values": state.model_dump(mode="json")})
             self._remember(state, ids, channels)
             return 1
@@ -77,6 +85,7 @@ class StatePublisher:
 
     def _remember(self, state: ThreadState, ids: list[str | None], channels: dict[str, Any]) -> None:
         self._ids = ids
+        self._messages = list(state.messages)
         self._recent = [message.model_dump(mode="json") for message in state.messages[-_RECHECKED:]]
         self._channels = channels
 

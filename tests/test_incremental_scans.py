@@ -1,0 +1,80 @@
+"""Per-turn scans that read only what a growing conversation appended (``vocabulary.messages.extends``) give what a
+scan of the whole conversation gives, and start over when the conversation did not only grow."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from vocabulary.delegation import SUBAGENT_STATUS_KEY, DelegationLedger, capture_delegations
+from vocabulary.messages import extends
+from vocabulary.transcript import MessageHasher
+
+RUN = "run-1"
+
+
+def _task(call_id: str) -> AIMessage:
+    args = {"description": f"job {call_id}", "subagent_type": "bash", "prompt": "go"}
+    return AIMessage("", tool_calls=[{"name": "task", "args": args, "id": call_id}], id=f"ai-{call_id}")
+
+
+def _result(call_id: str, status: str) -> ToolMessage:
+    return ToolMessage(
+        "done", tool_call_id=call_id, id=f"tm-{call_id}", additional_kwargs={SUBAGENT_STATUS_KEY: status}
+    )
+
+
+def _stamped(text: str) -> HumanMessage:
+    return HumanMessage(text, id=f"h-{text}", additional_kwargs={"run_id": RUN})
+
+
+def test_extends_means_the_same_objects_in_the_same_places() -> None:
+    a, b, c = HumanMessage("a"), HumanMessage("b"), HumanMessage("c")
+    assert extends([a, b, c], [a, b]) and extends([a, b], [a, b]) and extends([a], [])
+    assert not extends([a], [a, b])
+    assert not extends([a, c], [a, b])
+    assert not extends([a, HumanMessage("b")], [a, b]), "an equal message is not the same one"
+
+
+def test_the_ledger_reads_each_turn_as_a_whole_scan_would() -> None:
+    older = [HumanMessage("before", id="h0"), _task("old")]  # a previous run's delegation: not this run's
+    turns: list[list[BaseMessage]] = [[_stamped("go")], [_task("t1")], [_result("t1", "completed"), _task("t2")]]
+    ledger, existing = DelegationLedger(RUN), []
+    conversation: list[BaseMessage] = list(older)
+    for step, appended in enumerate(turns):
+        conversation = [*conversation, *appended]
+        now = f"2026-12-02T00:00:0{step}"
+        incremental = ledger.capture(conversation, existing, now=now)
+        assert incremental == capture_delegations(conversation, existing, run_id=RUN, now=now)
+        existing = [*existing, *incremental]
+    assert [(e["id"], e["status"]) for e in existing] == [
+        ("t1", "in_progress"),
+        ("t1", "completed"),
+        ("t2", "in_progress"),
+    ]
+
+    # A summary replaced the early messages: the list does not extend what was read, and the ledger starts over.
+    summarized: list[BaseMessage] = [HumanMessage("summary", id="s"), *conversation[-2:]]
+    now = "2026-12-02T00:00:09"
+    assert ledger.capture(summarized, [], now=now) == capture_delegations(summarized, [], run_id=RUN, now=now)
+
+
+def test_a_later_stamped_message_restarts_the_runs_messages_as_in_a_whole_scan() -> None:
+    ledger = DelegationLedger(RUN)
+    first: list[BaseMessage] = [_stamped("go"), _task("t1")]
+    assert [e["id"] for e in ledger.capture(first, [], now="n")] == ["t1"]
+    second = [*first, _stamped("again"), _task("t2")]
+    assert ledger.capture(second, [], now="n") == capture_delegations(second, [], run_id=RUN, now="n")
+    assert [e["id"] for e in ledger.capture(second, [], now="n")] == ["t2"]
+
+
+def test_the_hasher_gives_a_growing_list_the_ids_a_fresh_hasher_gives_it() -> None:
+    hasher = MessageHasher()
+    conversation: list[BaseMessage] = [HumanMessage("a", id="a")]
+    ids, bodies = hasher.hash(conversation)
+    assert len(bodies) == 1
+    conversation = [*conversation, AIMessage("b", id="b"), HumanMessage("c", id="c")]
+    ids, bodies = hasher.hash(conversation)
+    assert ids == MessageHasher().hash(conversation)[0]
+    assert len(bodies) == 2, "only the appended messages are hashed"
+    replaced: list[BaseMessage] = [HumanMessage("z", id="z"), *conversation[1:]]
+    assert hasher.hash(replaced)[0] == MessageHasher().hash(replaced)[0]
