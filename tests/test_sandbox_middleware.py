@@ -196,9 +196,8 @@ def _releases(activities: list[tuple[str, str]]) -> list[str]:
     return [summary for name, summary in activities if name == "sandbox.release"]
 
 
-async def test_a_run_on_the_local_provider_persists_the_id_and_releases_nothing(
-    client: Client, home: Path, temporal_address: str
-) -> None:
+async def _bash_run(client: Client, home: Path, temporal_address: str) -> list[tuple[str, str]]:
+    """A completed run whose one tool call used the sandbox (its id persisted in state); its activities."""
     config = make_config(home, temporal_address)
     model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), answer("done")])
     async with running_worker(client, config):
@@ -207,21 +206,20 @@ async def test_a_run_on_the_local_provider_persists_the_id_and_releases_nothing(
         activities = scheduled_activities(await history_events(handle))
     assert view.status == "completed"
     assert _state(home, view.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{view.thread_id}"}
-    assert _releases(activities) == []
+    return activities
+
+
+async def test_a_run_on_the_local_provider_persists_the_id_and_releases_nothing(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    assert _releases(await _bash_run(client, home, temporal_address)) == []
 
 
 @pytest.mark.usefixtures("provider_holds_the_sandbox")
 async def test_a_completed_run_persists_the_id_and_releases_it(
     client: Client, home: Path, temporal_address: str
 ) -> None:
-    config = make_config(home, temporal_address)
-    model = write_script(home, [calls(tool_call("bash", "b1", command="echo hi")), answer("done")])
-    async with running_worker(client, config):
-        handle = await start_run(client, config, "say hi", model=model)
-        view = await settle(handle)
-        activities = scheduled_activities(await history_events(handle))
-    assert view.status == "completed"
-    assert _state(home, view.thread_id)["sandbox"] == {"sandbox_id": f"local:default:{view.thread_id}"}
+    activities = await _bash_run(client, home, temporal_address)
     assert _releases(activities) == ["Sandbox.after_agent · release"]
     names = [name for name, _ in activities]
     assert names.index("sandbox.release") > max(i for i, n in enumerate(names) if n in ("tool.execute", "model.invoke"))
