@@ -12,6 +12,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from temporalio import workflow
@@ -189,3 +190,17 @@ def test_server_exit_during_start_reports_log_tail() -> None:
     with pytest.raises(DevServerError, match=r"(?s)exited with code 1.*unknown flag: --no-such-flag"):
         srv.start()
     assert not srv.running
+
+
+def test_a_panic_during_start_reports_its_reason_above_the_stacks(tmp_path: Path) -> None:
+    """A Go panic prints its reason, then goroutine stacks longer than the log tail: the error keeps the reason
+    (a start that panicked once in CI showed only stack frames)."""
+    cli = tmp_path / "temporal"
+    stacks = "\n".join(f"frame{n}()\n\t/src/file.go:{n} +0x1" for n in range(40))
+    cli.write_text(
+        f"#!/bin/sh\necho 'panic: listen tcp 127.0.0.1:1: bind: address already in use'\necho '{stacks}'\nexit 2\n"
+    )
+    cli.chmod(0o755)
+    srv = DevServer(DevServerOptions(port=free_port(), ui=False), cli=str(cli))
+    with pytest.raises(DevServerError, match=r"(?s)exited with code 2.*panic: listen tcp .* address already in use"):
+        srv.start()

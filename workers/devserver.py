@@ -254,5 +254,10 @@ class DevServer:
             return ""
         with self._log_path.open("rb") as log:
             log.seek(self._log_offset)
-            lines = log.read().decode("utf-8", "replace").splitlines()[-_LOG_TAIL_LINES:]
+            logged = log.read().decode("utf-8", "replace").splitlines()
+        lines = logged[-_LOG_TAIL_LINES:]
+        # A Go panic's reason comes before its goroutine stacks, which alone fill the tail.
+        panic = next((i for i, line in enumerate(logged) if line.startswith("panic:")), None)
+        if panic is not None and panic < len(logged) - _LOG_TAIL_LINES:
+            lines = [*logged[max(0, panic - 5) : panic + 3], "...", *lines]
         return "--- server log ---\n" + "\n".join(lines) if lines else "(server log is empty)"
