@@ -44,8 +44,8 @@ class StatePublisher:
 
     def __init__(self, topic: _Topic) -> None:
         self._topic = topic
-        self._ids: list[str | None] | None = None
-        self._messages: list[BaseMessage] = []
+        self._messages: list[BaseMessage] | None = None
+        """The messages as last published (``None`` before the first snapshot)."""
         self._recent: list[dict[str, Any]] = []
         self._channels: dict[str, Any] = {}
 
@@ -53,18 +53,14 @@ class StatePublisher:
         """Publish the changes of ``state``; returns how many stream items that took."""
         messages = state.messages
         channels = state.model_dump(mode="json", exclude={"messages"})
-        # The same message objects with more after them (the usual turn): only those are new.
-        appended = self._ids is not None and extends(messages, self._messages)
-        if appended and self._ids is not None:
-            ids = [*self._ids, *(message.id for message in messages[len(self._messages) :])]
-        else:
-            ids = [message.id for message in messages]
-        if self._ids is None or not (appended or self._unchanged_prefix(state, ids)):
+        known = self._messages
+        # The same message objects with more after them (the usual turn) need no look at the ones published.
+        if known is None or not (extends(messages, known) or self._unchanged_prefix(state, known)):
             self._topic.publish({"kind": "snapshot", "values": state.model_dump(mode="json")})
-            self._remember(state, ids, channels)
+            self._remember(state, channels)
             return 1
         published = 0
-        for message in messages[len(self._ids) :]:
+        for message in messages[len(known) :]:
             self._topic.publish({"kind": "message", "message": message.model_dump(mode="json")})
             published += 1
         changed = {key: value for key, value in channels.items() if self._channels.get(key) != value}
@@ -72,19 +68,17 @@ class StatePublisher:
             self._topic.publish({"kind": "channels", "values": changed})
             published += 1
         if published:
-            self._remember(state, ids, channels)
+            self._remember(state, channels)
         return published
 
-    def _unchanged_prefix(self, state: ThreadState, ids: list[str | None]) -> bool:
-        assert self._ids is not None
-        known = len(self._ids)
-        if ids[:known] != self._ids:
+    def _unchanged_prefix(self, state: ThreadState, known: list[BaseMessage]) -> bool:
+        count = len(known)
+        if [message.id for message in state.messages[:count]] != [message.id for message in known]:
             return False
-        recent = state.messages[max(0, known - _RECHECKED) : known]
+        recent = state.messages[max(0, count - _RECHECKED) : count]
         return [message.model_dump(mode="json") for message in recent] == self._recent
 
-    def _remember(self, state: ThreadState, ids: list[str | None], channels: dict[str, Any]) -> None:
-        self._ids = ids
+    def _remember(self, state: ThreadState, channels: dict[str, Any]) -> None:
         self._messages = list(state.messages)
         self._recent = [message.model_dump(mode="json") for message in state.messages[-_RECHECKED:]]
         self._channels = channels
