@@ -109,16 +109,19 @@ class TranscriptStore:
         self._writers = ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="transcript-writer")
 
     def resolve(self, ref: TranscriptRef) -> list[BaseMessage]:
-        """Store the reference's new bodies and manifest, then return its messages in order."""
+        """The reference's messages in order, its new bodies and manifest stored."""
+        messages = self.messages(ref)
         self.store(ref)
-        return self.messages(ref)
+        return messages
 
     def messages(self, ref: TranscriptRef) -> list[BaseMessage]:
         """The reference's messages in order, checked against its digest. New messages are parsed from the bodies
         it carries and nothing is written, so the model call need not wait for :meth:`store`, which may run beside
         it; the call's result must wait for it, since the next reference names what this one stored."""
         prefix = thread_blob_prefix(ref.thread)
-        self._check_bodies(ref)
+        for message_id, body in ref.bodies.items():
+            if sha256_hex(body) != message_id:
+                raise TranscriptError(f"message body does not match its id {message_id}")
         ids = self._ids(prefix, ref)
         # The base request's messages, when this process resolved it: only the appended ids are looked up, so a
         # turn's work does not grow with the conversation.
@@ -133,9 +136,9 @@ class TranscriptStore:
         return list(messages)
 
     def store(self, ref: TranscriptRef) -> None:
-        """Write the reference's new bodies and its manifest (create-only: a retry writes nothing new)."""
+        """Write the new bodies and the manifest of a reference :meth:`messages` accepted (its bodies and digest
+        checked there; create-only: a retry writes nothing new)."""
         prefix = thread_blob_prefix(ref.thread)
-        self._check_bodies(ref)
         # In parallel: the first request of a run on a long thread carries every body (one PUT each on S3). The
         # usual turn carries one or two: handing those to the pool would cost more than the writes.
         writes = [(f"{prefix}msg/{message_id}.json", body) for message_id, body in ref.bodies.items()]
@@ -149,12 +152,6 @@ class TranscriptStore:
             self._write(f"{prefix}manifest/{ref.digest}.delta", delta)
         else:
             self._write(f"{prefix}manifest/{ref.digest}.txt", manifest_text(self._ids(prefix, ref)))
-
-    @staticmethod
-    def _check_bodies(ref: TranscriptRef) -> None:
-        for message_id, body in ref.bodies.items():
-            if sha256_hex(body) != message_id:
-                raise TranscriptError(f"message body does not match its id {message_id}")
 
     def _ids(self, prefix: str, ref: TranscriptRef) -> list[str]:
         """The reference's message ids, checked against its digest."""
