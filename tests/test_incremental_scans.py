@@ -1,11 +1,11 @@
 """Per-turn scans that read only what a growing conversation appended (``vocabulary.messages.extends``) give what a
-scan of the whole conversation gives, and start over when the conversation did not only grow."""
+scan of the whole conversation (a fresh instance) gives, and start over when the conversation did not only grow."""
 
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from vocabulary.delegation import SUBAGENT_STATUS_KEY, DelegationLedger, capture_delegations
+from vocabulary.delegation import SUBAGENT_STATUS_KEY, DelegationLedger
 from vocabulary.messages import extends
 from vocabulary.transcript import MessageHasher
 
@@ -44,7 +44,7 @@ def test_the_ledger_reads_each_turn_as_a_whole_scan_would() -> None:
         conversation = [*conversation, *appended]
         now = f"2026-12-02T00:00:0{step}"
         incremental = ledger.capture(conversation, existing, now=now)
-        assert incremental == capture_delegations(conversation, existing, run_id=RUN, now=now)
+        assert incremental == DelegationLedger(RUN).capture(conversation, existing, now=now)
         existing = [*existing, *incremental]
     assert [(e["id"], e["status"]) for e in existing] == [
         ("t1", "in_progress"),
@@ -55,7 +55,7 @@ def test_the_ledger_reads_each_turn_as_a_whole_scan_would() -> None:
     # A summary replaced the early messages: the list does not extend what was read, and the ledger starts over.
     summarized: list[BaseMessage] = [HumanMessage("summary", id="s"), *conversation[-2:]]
     now = "2026-12-02T00:00:09"
-    assert ledger.capture(summarized, [], now=now) == capture_delegations(summarized, [], run_id=RUN, now=now)
+    assert ledger.capture(summarized, [], now=now) == DelegationLedger(RUN).capture(summarized, [], now=now)
 
 
 def test_a_later_stamped_message_restarts_the_runs_messages_as_in_a_whole_scan() -> None:
@@ -63,7 +63,7 @@ def test_a_later_stamped_message_restarts_the_runs_messages_as_in_a_whole_scan()
     first: list[BaseMessage] = [_stamped("go"), _task("t1")]
     assert [e["id"] for e in ledger.capture(first, [], now="n")] == ["t1"]
     second = [*first, _stamped("again"), _task("t2")]
-    assert ledger.capture(second, [], now="n") == capture_delegations(second, [], run_id=RUN, now="n")
+    assert ledger.capture(second, [], now="n") == DelegationLedger(RUN).capture(second, [], now="n")
     assert [e["id"] for e in ledger.capture(second, [], now="n")] == ["t2"]
 
 

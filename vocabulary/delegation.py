@@ -11,9 +11,8 @@ Pure data and functions, read by the engine (``workflows/run/delegation.py``, th
   (:func:`format_subagent_result_message`), the structured ``additional_kwargs``
   (:func:`make_subagent_additional_kwargs`), which UIs and TokenUsage read — strings and keys are a protocol —
   and the ToolMessage carrying both (:func:`task_result_message`);
-* :func:`capture_delegations` — the ``delegations`` ledger entries for the current run's task calls and results
-  (DeerFlow's DurableContext delegation capture), which SubagentLimit counts; :class:`DelegationLedger` keeps
-  what it read, for a run that captures every turn.
+* :class:`DelegationLedger` — the ``delegations`` ledger entries for the current run's task calls and results
+  (DeerFlow's DurableContext delegation capture), which SubagentLimit counts.
 """
 
 from __future__ import annotations
@@ -247,16 +246,8 @@ def task_result_message(
 # -- the delegation ledger ---------------------------------------------------------------------------------
 
 
-def capture_delegations(
-    messages: Sequence[BaseMessage], existing: Sequence[Mapping[str, Any]], *, run_id: str, now: str
-) -> list[dict[str, Any]]:
-    """Ledger entries for this run's ``task`` calls (``in_progress``) and their results (the contract's status),
-    only those that differ from ``existing``; the ``delegations`` reducer keeps terminal statuses."""
-    return DelegationLedger(run_id).capture(messages, existing, now=now)
-
-
 class DelegationLedger:
-    """:func:`capture_delegations` for one run, each turn: while the conversation only grows (the same message
+    """One run's ``delegations`` ledger, captured each turn: while the conversation only grows (the same message
     objects with more after them, :func:`vocabulary.messages.extends`) it reads the new messages alone, so a turn's
     work does not grow with the conversation; otherwise (a summary replaced messages) it reads them all again."""
 
@@ -264,11 +255,13 @@ class DelegationLedger:
         self._run_id = run_id
         self._read: list[BaseMessage] = []
         self._entries: dict[str, dict[str, Any]] = {}
-        """By call id, as :func:`capture_delegations` returns them but for ``created_at`` (set on return)."""
+        """By call id, as :meth:`capture` returns them but for ``created_at`` (set on return)."""
 
     def capture(
         self, messages: Sequence[BaseMessage], existing: Sequence[Mapping[str, Any]], *, now: str
     ) -> list[dict[str, Any]]:
+        """Ledger entries for this run's ``task`` calls (``in_progress``) and their results (the contract's
+        status), only those that differ from ``existing``; the ``delegations`` reducer keeps terminal statuses."""
         if not extends(messages, self._read):
             self._read, self._entries = [], {}
         for message in messages[len(self._read) :]:
