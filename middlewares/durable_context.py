@@ -25,10 +25,11 @@ Writes: thread state (``delegations``, ``skill_context``), the request overlay. 
 ledger has read (``DelegationLedger``), not exported: a continued run reads them again once.
 
 Parts: the rendering ``middlewares/_durable_context_data.py``; the skill stamps and their capture
-``middlewares/_skill_context.py`` (stamped by ``middlewares/tool_error_handling.py``); the ledger capture and the
-subagent status contract ``vocabulary/delegation.py``; the reducers ``vocabulary/state.py``. SkillToolPolicy
-(``middlewares/skill_tool_policy.py``) reads ``skill_context``; Summarization (``middlewares/summarization.py``)
-writes ``summary_text``. Tests: ``tests/test_durable_context.py``.
+``middlewares/_skill_context.py`` (stamped by ``middlewares/tool_error_handling.py``); the ledger capture
+``vocabulary/delegation_ledger.py`` and the subagent status contract ``vocabulary/delegation.py``; the reducers
+``vocabulary/state.py``. SkillToolPolicy (``middlewares/skill_tool_policy.py``) reads ``skill_context``;
+Summarization (``middlewares/summarization.py``) writes ``summary_text``. Tests: ``tests/test_durable_context.py``,
+``tests/test_incremental_scans.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from middlewares._messages import HIDE_FROM_UI_KEY
 from middlewares._skill_context import extract_skills
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import RunContext
-from vocabulary.delegation import DelegationLedger
+from vocabulary.delegation_ledger import DelegationLedger
 from vocabulary.state import StateUpdate, ThreadState
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from vocabulary.delegation import SUBAGENT_STATUS_KEY, DelegationLedger
+from vocabulary.delegation import SUBAGENT_STATUS_KEY
+from vocabulary.delegation_ledger import DelegationLedger
 from vocabulary.messages import extends
 from vocabulary.transcript import MessageHasher
 
