@@ -21,7 +21,8 @@ from typing import Any, Final, TypeVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, is_cancelled_exception
+from temporalio.exceptions import ActivityError, RetryState, is_cancelled_exception
+from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from middlewares import patches
 from middlewares.call_settings import ModelCapabilities
@@ -236,13 +237,36 @@ class RunContext(ABC):
             self.emit(event, **data)
 
 
+def local_activity_timed_out(activity: str) -> ActivityError:
+    """The error a run sees when local activity ``activity`` times out, the same live and replayed.
+
+    Live, the SDK raises ``ActivityError("Local Activity timed out")`` caused by the timeout; replayed from the
+    activity's marker it raises the bare ``TimeoutError`` (temporalio 1.35; ``tests/test_local_activity_timeout.py``
+    shows both). A hook that falls back on an ``ActivityError`` (:func:`best_effort`) would then go on live and fail
+    the run on replay: a nondeterminism error for the worker that next replays it. So the bare timeout is raised as
+    the live error (the SDK's retry state for it too), with the timeout as its cause."""
+    return ActivityError(
+        "Local Activity timed out",
+        scheduled_event_id=0,
+        started_event_id=0,
+        identity="",
+        activity_type=activity,
+        activity_id="",
+        retry_state=RetryState.CANCEL_REQUESTED,
+    )
+
+
 class TemporalRunContext(RunContext):
-    _patch_baseline = False
+    _in_baseline: frozenset[str] = frozenset()
 
     def take_patch_baseline(self) -> None:
         """Ask the baseline patch (``middlewares/patches.py``): the run's first command, so that every patch it
-        stands for is then taken without a marker of its own."""
-        self._patch_baseline = workflow.patched(patches.BASELINE)
+        stands for is then taken without a marker of its own. A run recorded with the earlier baseline takes that
+        one's patches (asking the latest first records nothing in its replay)."""
+        if workflow.patched(patches.BASELINE):
+            self._in_baseline = patches.IN_BASELINE
+        elif workflow.patched(patches.BASELINE_1):
+            self._in_baseline = patches.IN_BASELINE_1
 
     def now(self) -> datetime:
         return workflow.now()
@@ -254,7 +278,7 @@ class TemporalRunContext(RunContext):
         return workflow.random()
 
     def patched(self, patch_id: str) -> bool:
-        return (self._patch_baseline and patch_id in patches.IN_BASELINE) or workflow.patched(patch_id)
+        return patch_id in self._in_baseline or workflow.patched(patch_id)
 
     async def call(
         self,
@@ -268,14 +292,17 @@ class TemporalRunContext(RunContext):
         opts = options or ActivityOptions()
         result: T
         if opts.local:
-            result = await workflow.execute_local_activity(
-                activity,
-                arg,
-                result_type=result_type,
-                start_to_close_timeout=opts.start_to_close,
-                retry_policy=opts.retry,
-                summary=summary,
-            )
+            try:
+                result = await workflow.execute_local_activity(
+                    activity,
+                    arg,
+                    result_type=result_type,
+                    start_to_close_timeout=opts.start_to_close,
+                    retry_policy=opts.retry,
+                    summary=summary,
+                )
+            except ActivityTimeout as timeout:
+                raise local_activity_timed_out(activity) from timeout
             return result
         result = await workflow.execute_activity(
             activity,

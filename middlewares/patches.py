@@ -9,16 +9,20 @@ fourteen of them, a five-turn run spent more events on patch bookkeeping than on
 
 So a run asks :data:`BASELINE` first, once (``TemporalRunContext.take_patch_baseline``). A run that recorded it
 takes every patch in :data:`IN_BASELINE` without asking: one marker and one upsert in all. A run whose history
-lacks it (recorded before the baseline) asks each patch as it always did. A change made after the baseline gets a
-patch of its own, asked as usual, until the next baseline takes it in; ids are never reused.
+lacks it asks the baseline before it (:data:`BASELINE_1`, standing for :data:`IN_BASELINE_1`), and a run recorded
+before any baseline asks each patch as it always did. A change made after the latest baseline gets a patch of its
+own, asked as usual, until a new baseline takes it in; ids are never reused, and a baseline's set never changes
+(``tests/test_patches.py``).
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-BASELINE: Final = "hartflow-baseline-1"
+BASELINE: Final = "hartflow-baseline-2"
 """Runs started since this marker take every patch of :data:`IN_BASELINE`."""
+BASELINE_1: Final = "hartflow-baseline-1"
+"""The first baseline: runs that recorded it take every patch of :data:`IN_BASELINE_1`."""
 
 # The patches, in the order they were made. What each one changed is written where it is asked.
 RUN_ARCHIVE: Final = "hartflow-run-archive"
@@ -35,8 +39,9 @@ SKILL_TOOL_POLICY: Final = "hartflow-skill-tool-policy"
 BREAKER_KNOWN_CLOSED: Final = "hartflow-breaker-known-closed"
 LOAD_LOCALLY: Final = "hartflow-load-locally"
 TURNS_REFRESH: Final = "hartflow-turns-refresh"
+TURNS_BY_COUNT: Final = "hartflow-turns-by-count"
 
-IN_BASELINE: Final = frozenset(
+IN_BASELINE_1: Final = frozenset(
     {
         RUN_ARCHIVE,
         RUN_ARCHIVE_PARTS,
@@ -54,3 +59,4 @@ IN_BASELINE: Final = frozenset(
         TURNS_REFRESH,
     }
 )
+IN_BASELINE: Final = IN_BASELINE_1 | {TURNS_BY_COUNT}

@@ -42,7 +42,7 @@ from vocabulary.contracts import MEMORY_LOAD, MemoryContext, MemoryLoadInput, Mo
 from vocabulary.state import ThreadState, apply_update
 from workers.config import open_object_store
 from workers.testing import answer, make_config, running_worker, settle, unique, write_script
-from workers.testing.history import history_events, scheduled_inputs
+from workers.testing.history import history_events, replay, scheduled_inputs
 from workers.testing.s3 import S3Server, StallingS3Proxy, s3_storage_settings
 from workers.worker import build_worker
 from workers.worker_stop import running
@@ -345,10 +345,13 @@ async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goe
         thread = unique("stuck")
         store = ObjectThreadStore(open_object_store(config))
         async with running_worker(client, config):
-            view = await settle(
-                await start_run(client, config, "hello", model=write_script(home, [answer("hi")]), thread_id=thread)
-            )
+            model = write_script(home, [answer("hi")])
+            stalled = await start_run(client, config, "hello", model=model, thread_id=thread)
+            view = await settle(stalled)
             assert view.status == "completed" and proxy.stalled >= 1
+            # The timed-out load is a local activity: its run goes on the same way when replayed from its marker
+            # (middlewares/context.py, local_activity_timed_out).
+            await replay(client, stalled)
             messages = store.load(ThreadRef(config.user_id, thread)).state.messages
             assert [m.type for m in messages] == ["human", "ai"]
             assert not any(str(m.id).endswith("__user") for m in messages)

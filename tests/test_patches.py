@@ -32,11 +32,14 @@ _BASELINE_1 = {
 }
 
 
-def test_the_baseline_stands_for_exactly_the_patches_made_before_it() -> None:
-    """A patch added to the baseline after runs recorded it would turn on in their replay: a new change gets a
+_BASELINE_2 = _BASELINE_1 | {"hartflow-turns-by-count"}
+
+
+def test_each_baseline_stands_for_exactly_the_patches_made_before_it() -> None:
+    """A patch added to a baseline after runs recorded it would turn on in their replay: a new change gets a
     patch of its own (and a later baseline a new id)."""
-    assert patches.BASELINE == "hartflow-baseline-1"
-    assert patches.IN_BASELINE == _BASELINE_1
+    assert (patches.BASELINE_1, patches.IN_BASELINE_1) == ("hartflow-baseline-1", _BASELINE_1)
+    assert (patches.BASELINE, patches.IN_BASELINE) == ("hartflow-baseline-2", _BASELINE_2)
 
 
 async def test_a_new_run_records_one_patch_marker_and_one_version_upsert(
@@ -64,5 +67,5 @@ async def test_a_new_run_records_one_patch_marker_and_one_version_upsert(
         in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
     ]
     taken = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers]
-    assert taken == ["hartflow-baseline-1"]
+    assert taken == ["hartflow-baseline-2"]
     assert len(upserts) == 1

@@ -4,10 +4,14 @@ Both are functions of the run's fields (``workflows/run/fields.py``) and of the 
 context: :class:`Visibility` reads them and writes nothing but visibility (search-attribute upserts, which are
 commands, and the current details, which are not).
 
-The turn count alone is upserted at most every :data:`TURNS_REFRESH` of workflow time (since the
-``hartflow-turns-refresh`` patch): each upsert is a history event and a visibility write on the server, which on
-every turn cost ~2 ms of the server's CPU a turn (``python -m bench.breakdown``). Any other change (the status,
-the stop reason) upserts the current count with it, so a paused or ended run always shows its turns.
+The turn count alone is upserted every :data:`TURNS_EVERY` turns (since the ``hartflow-turns-by-count`` patch):
+each upsert is a history event and a visibility write on the server, which on every turn cost ~2 ms of the
+server's CPU a turn (``python -m bench.breakdown``). Any other change (the status, the stop reason) upserts the
+current count with it, so a paused or ended run always shows its turns; the run's current details show the live
+turn. Runs recorded between the ``hartflow-turns-refresh`` patch and that one upserted the count at most every
+:data:`TURNS_REFRESH` of workflow time instead; it is not a rule to keep: the workflow time at which a run's code
+runs may move on replay (sdk-core joins a workflow task that issued no commands to the next one:
+temporalio/sdk-rust#1146), so a skip decided by the clock live could be an upsert replayed.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey, SearchAttributeUpdate
+from temporalio.common import SearchAttributeKey, SearchAttributeUpdate, TypedSearchAttributes
 
 from middlewares import patches
 from middlewares.context import RunContext
@@ -27,6 +31,7 @@ from workflows import search_attributes as sa
 from workflows.run.fields import RunFields
 from workflows.run.io import RunStatus
 
+TURNS_EVERY = 10
 TURNS_REFRESH = timedelta(seconds=5)
 
 
@@ -67,15 +72,17 @@ class Visibility:
         ]
         current = workflow.info().typed_search_attributes
         updates = [key.value_set(value) for key, value in wanted if value is not None and current.get(key) != value]
-        if not updates or (self._only_recent_turns(updates) and ctx.patched(patches.TURNS_REFRESH)):
+        if not updates or (all(update.key == sa.TURNS for update in updates) and self._turns_wait(current)):
             return
         workflow.upsert_search_attributes(updates)
         self._turns_upserted_at = workflow.now()
 
-    def _only_recent_turns(self, updates: list[SearchAttributeUpdate[Any]]) -> bool:
-        return all(update.key == sa.TURNS for update in updates) and (
-            workflow.now() - self._turns_upserted_at < TURNS_REFRESH
-        )
+    def _turns_wait(self, current: TypedSearchAttributes) -> bool:
+        """Whether a change of the turn count alone waits for the next upsert."""
+        if self._ctx.patched(patches.TURNS_BY_COUNT):
+            return self._ctx.turn - (current.get(sa.TURNS) or 0) < TURNS_EVERY
+        recent = workflow.now() - self._turns_upserted_at < TURNS_REFRESH
+        return recent and self._ctx.patched(patches.TURNS_REFRESH)
 
     def update_details(self) -> None:
         ctx, fields = self._ctx, self._fields
