@@ -11,13 +11,14 @@ nothing, so the next call asks.
 Runs whose history predates the skip keep checking every call (``workflow.patched``:
 :data:`patches.BREAKER_KNOWN_CLOSED`).
 
-The skip is a decision by the workflow clock, which may read later on replay than it did live: sdk-core joins a
-workflow task that issued no commands to the next one (temporalio/sdk-rust#1146). A check that was stale live is
-stale at any later time, and a skip is followed by the model call's command in the same task, which is then
-never joined; unless a middleware inside this one awaits a local activity first (SkillActivation's load,
+The skip is a decision by the workflow clock, which a worker taking up the run may read later than the run's
+first worker did, in a task that issued no commands (``tests/test_replay_clock.py``). A check that was stale is
+stale at any later time, and a skip is followed by the model call's command in the same task, which so has one;
+unless a middleware inside this one awaits a local activity first (SkillActivation's load,
 SkillToolPolicy's) and that activity outlasts a workflow-task heartbeat (8 s of a 10 s task timeout), which
-completes the task with no command. That case replays as a check; it is left (the turn count's skip, which
-nothing followed, was not: ``workflows/run/visibility.py``).
+completes the task with no command. A worker taking up the run then may check where a replay skips: a
+nondeterminism error. That narrow case is left (the turn count's skip, which nothing followed, was not:
+``workflows/run/visibility.py``).
 """
 
 from __future__ import annotations

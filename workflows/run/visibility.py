@@ -9,9 +9,9 @@ each upsert is a history event and a visibility write on the server, which on ev
 server's CPU a turn (``python -m bench.breakdown``). Any other change (the status, the stop reason) upserts the
 current count with it, so a paused or ended run always shows its turns; the run's current details show the live
 turn. Runs recorded between the ``hartflow-turns-refresh`` patch and that one upserted the count at most every
-:data:`TURNS_REFRESH` of workflow time instead; it is not a rule to keep: the workflow time at which a run's code
-runs may move on replay (sdk-core joins a workflow task that issued no commands to the next one:
-temporalio/sdk-rust#1146), so a skip decided by the clock live could be an upsert replayed.
+:data:`TURNS_REFRESH` of workflow time instead; it is not a rule to keep: a worker that takes up a run reruns a
+task that issued no commands at a later clock than it first ran at, and a replay at the first one
+(``tests/test_replay_clock.py``), so a skip decided by the clock in one could be an upsert in another.
 """
 
 from __future__ import annotations
