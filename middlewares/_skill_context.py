@@ -19,6 +19,7 @@ import yaml
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from middlewares._skill_reads import tool_call_path
+from vocabulary.messages import extends
 
 SKILL_CONTEXT_ENTRY_KEY = "skill_context_entry"
 SKILL_FILE_NAME = "SKILL.md"
@@ -74,33 +75,62 @@ def extract_skills(
     messages: Sequence[BaseMessage], *, skills_root: str, read_tool_names: Collection[str]
 ) -> list[dict[str, Any]]:
     """``skill_context`` entries for every stamped SKILL.md read answering a read call of the same path."""
-    paths_by_call: dict[str, str] = {}
-    for message in messages:
-        if not isinstance(message, AIMessage):
-            continue
-        for call in message.tool_calls:
-            raw = tool_call_path(call)
-            path = _under_root(raw, skills_root) if raw else None
-            if call.get("name") in read_tool_names and call.get("id") and path and path.endswith(f"/{SKILL_FILE_NAME}"):
-                paths_by_call[str(call["id"])] = path
-    entries: list[dict[str, Any]] = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, ToolMessage) or message.status == "error":
-            continue
-        expected = paths_by_call.get(str(message.tool_call_id))
-        stamp = (message.additional_kwargs or {}).get(SKILL_CONTEXT_ENTRY_KEY)
-        if expected is None or not isinstance(stamp, Mapping) or stamp.get("path") != expected:
-            continue
-        description = stamp.get("description")
-        entries.append(
-            {
-                "name": posixpath.basename(posixpath.dirname(expected)),
-                "path": expected,
-                "description": _one_line(description) if isinstance(description, str) else "",
-                "loaded_at": index,
-            }
-        )
-    return entries
+    return SkillReads(skills_root=skills_root, read_tool_names=read_tool_names).capture(messages)
+
+
+class SkillReads:
+    """:func:`extract_skills` for one run's turns: while the conversation only grows (the same message objects with
+    more after them, :func:`vocabulary.messages.extends`) it reads the new messages alone, keeping every read call's
+    path and every stamped result, so a turn's work does not grow with the conversation; otherwise (a summary
+    replaced messages) it reads them all again. The entries are those of a whole scan: a call may come after its
+    result, and a later call with the same id wins."""
+
+    def __init__(self, *, skills_root: str, read_tool_names: Collection[str]) -> None:
+        self._skills_root = skills_root
+        self._read_tool_names = frozenset(read_tool_names)
+        self._read: list[BaseMessage] = []
+        self._paths_by_call: dict[str, str] = {}
+        self._stamped: list[tuple[int, ToolMessage, Mapping[str, Any]]] = []
+        """Successful tool results with a skill stamp: (index in the conversation, result, stamp)."""
+
+    def capture(self, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
+        if not extends(messages, self._read):
+            self._read, self._paths_by_call, self._stamped = [], {}, []
+        for index in range(len(self._read), len(messages)):
+            self._take(index, messages[index])
+        self._read = list(messages)
+        entries: list[dict[str, Any]] = []
+        for index, message, stamp in self._stamped:
+            expected = self._paths_by_call.get(str(message.tool_call_id))
+            if expected is None or stamp.get("path") != expected:
+                continue
+            description = stamp.get("description")
+            entries.append(
+                {
+                    "name": posixpath.basename(posixpath.dirname(expected)),
+                    "path": expected,
+                    "description": _one_line(description) if isinstance(description, str) else "",
+                    "loaded_at": index,
+                }
+            )
+        return entries
+
+    def _take(self, index: int, message: BaseMessage) -> None:
+        if isinstance(message, AIMessage):
+            for call in message.tool_calls:
+                raw = tool_call_path(call)
+                path = _under_root(raw, self._skills_root) if raw else None
+                if (
+                    call.get("name") in self._read_tool_names
+                    and call.get("id")
+                    and path
+                    and path.endswith(f"/{SKILL_FILE_NAME}")
+                ):
+                    self._paths_by_call[str(call["id"])] = path
+        elif isinstance(message, ToolMessage) and message.status != "error":
+            stamp = (message.additional_kwargs or {}).get(SKILL_CONTEXT_ENTRY_KEY)
+            if isinstance(stamp, Mapping):
+                self._stamped.append((index, message, stamp))
 
 
 def render_skill_context(entries: Sequence[Mapping[str, Any]]) -> str:

@@ -22,7 +22,8 @@ Hooks
   the file before applying its instructions)``. Nothing when all three are empty; never written to the thread.
 
 Writes: thread state (``delegations``, ``skill_context``), the request overlay. Per-run memory: the messages the
-ledger has read (``DelegationLedger``), not exported: a continued run reads them again once.
+ledger and the skill capture have read (``DelegationLedger``, ``SkillReads``), not exported: a continued run reads
+them again once.
 
 Parts: the rendering ``middlewares/_durable_context_data.py``; the skill stamps and their capture
 ``middlewares/_skill_context.py`` (stamped by ``middlewares/tool_error_handling.py``); the ledger capture
@@ -45,7 +46,7 @@ from middlewares._durable_context_data import (
     render_durable_context_data,
 )
 from middlewares._messages import HIDE_FROM_UI_KEY
-from middlewares._skill_context import extract_skills
+from middlewares._skill_context import SkillReads
 from middlewares.base import Middleware, ModelHandler, ModelRequest
 from middlewares.context import RunContext
 from vocabulary.delegation_ledger import DelegationLedger
@@ -56,16 +57,14 @@ class DurableContextMiddleware(Middleware):
     def __init__(
         self, *, skills_root: str = "/mnt/skills", skill_read_tool_names: Collection[str] = ("read_file",)
     ) -> None:
-        self._skills_root = skills_root
-        self._skill_read_tool_names = frozenset(skill_read_tool_names)
-        # Per-run memory (never exported): what the ledger read, so a turn reads only the new messages.
+        # Per-run memory (never exported): what the ledger and the skill reads read, so a turn reads only the new
+        # messages.
+        self._skill_reads = SkillReads(skills_root=skills_root, read_tool_names=skill_read_tool_names)
         self._ledger: DelegationLedger | None = None
 
     async def before_model(self, state: ThreadState, ctx: RunContext) -> StateUpdate | None:
         update = self._delegations(state, ctx)
-        skills = extract_skills(
-            state.messages, skills_root=self._skills_root, read_tool_names=self._skill_read_tool_names
-        )
+        skills = self._skill_reads.capture(state.messages)
         known = {entry.get("path"): entry for entry in state.skill_context}
         if any(known.get(entry["path"]) != entry for entry in skills):
             update["skill_context"] = skills

@@ -13,6 +13,7 @@ Hooks
   exempt path) are cut with the fallback truncation in the model request only.
 
 Writes: the ToolMessage of the result (thread state), the request overlay, and the saved file (side effect).
+Per-run memory: the messages checked last turn and their flags, so a turn checks only what was appended.
 
 Parts: the contract ``vocabulary/contracts/tools.py`` (``TOOL_OUTPUT_EXTERNALIZE``) and its activity
 ``activities/tool_output.py``; ``VIRTUAL_OUTPUTS_DIR`` in ``vocabulary/paths.py``; the preview
@@ -39,6 +40,7 @@ from middlewares._tool_output_synopsis import render_tool_output_preview
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, best_effort
 from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput
+from vocabulary.messages import extends
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR
 
 FALLBACK_MARKER = (
@@ -197,7 +199,9 @@ def externalized_filename(tool: str, call_id: str, content: str) -> str:
 class ToolOutputBudgetMiddleware(Middleware):
     def __init__(self, config: ToolOutputConfig | None = None) -> None:
         self.config = config or ToolOutputConfig()
-        self._checked: dict[int, tuple[BaseMessage, bool]] = {}
+        # Per-run memory: the messages checked last turn and their flags (see _over_budget).
+        self._checked: list[BaseMessage] = []
+        self._flags: list[bool] = []
 
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
         result = await handler(request)
@@ -231,18 +235,14 @@ class ToolOutputBudgetMiddleware(Middleware):
         return await handler(request.override(messages=messages))
 
     def _over_budget(self, messages: Sequence[BaseMessage]) -> list[bool]:
-        """:func:`over_budget` of each message, worked out once per message object: workflow code never changes
-        a message in place, and checking the whole conversation every turn made a turn's cost grow with it."""
-        seen: dict[int, tuple[BaseMessage, bool]] = {}
-        flags = []
-        for message in messages:
-            entry = self._checked.get(id(message))
-            if entry is None or entry[0] is not message:
-                entry = (message, over_budget(message, self.config))
-            seen[id(message)] = entry
-            flags.append(entry[1])
-        self._checked = seen
-        return flags
+        """:func:`over_budget` of each message. While the conversation only grows (the same message objects with
+        more after them, :func:`vocabulary.messages.extends`) only the new ones are checked: checking the whole
+        conversation every turn made a turn's cost grow with it."""
+        if not extends(messages, self._checked):
+            self._checked, self._flags = [], []
+        self._flags.extend(over_budget(message, self.config) for message in messages[len(self._checked) :])
+        self._checked = list(messages)
+        return self._flags
 
     async def _budget(self, message: ToolMessage, request: ToolCallRequest, sandbox_id: Any) -> ToolMessage:
         if not over_budget(message, self.config):

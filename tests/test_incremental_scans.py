@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from middlewares._skill_context import SKILL_CONTEXT_ENTRY_KEY, SkillReads, extract_skills
+from middlewares.tool_output_budget import ToolOutputBudgetMiddleware, ToolOutputConfig, over_budget
 from vocabulary.delegation import SUBAGENT_STATUS_KEY
 from vocabulary.delegation_ledger import DelegationLedger
 from vocabulary.messages import extends
@@ -79,3 +81,68 @@ def test_the_hasher_gives_a_growing_list_the_ids_a_fresh_hasher_gives_it() -> No
     assert len(bodies) == 2, "only the appended messages are hashed"
     replaced: list[BaseMessage] = [HumanMessage("z", id="z"), *conversation[1:]]
     assert hasher.hash(replaced)[0] == MessageHasher().hash(replaced)[0]
+
+
+SKILLS_ROOT = "/mnt/skills"
+
+
+def _read(call_id: str, skill: str) -> AIMessage:
+    args = {"path": f"{SKILLS_ROOT}/{skill}/SKILL.md"}
+    return AIMessage("", tool_calls=[{"name": "read_file", "args": args, "id": call_id}], id=f"ai-{call_id}")
+
+
+def _skill_result(call_id: str, skill: str, *, status: str = "success") -> ToolMessage:
+    stamp = {"path": f"{SKILLS_ROOT}/{skill}/SKILL.md", "description": f"{skill} things"}
+    return ToolMessage(
+        "---",
+        tool_call_id=call_id,
+        id=f"tm-{call_id}",
+        status=status,
+        additional_kwargs={SKILL_CONTEXT_ENTRY_KEY: stamp},
+    )
+
+
+def test_the_skill_reads_read_each_turn_as_a_whole_scan_would() -> None:
+    def whole(messages: list[BaseMessage]) -> list[dict[str, object]]:
+        return extract_skills(messages, skills_root=SKILLS_ROOT, read_tool_names=("read_file",))
+
+    reads = SkillReads(skills_root=SKILLS_ROOT, read_tool_names=("read_file",))
+    turns: list[list[BaseMessage]] = [
+        [HumanMessage("go", id="h")],
+        [_read("r1", "pdf"), _skill_result("r1", "pdf")],
+        [_skill_result("r2", "csv")],  # its call comes later: a whole scan pairs them too
+        [_read("r2", "csv"), _read("r3", "web"), _skill_result("r3", "web", status="error")],
+        [_read("r1", "web")],  # the same call id again, another path: the later call wins, the pdf read no longer
+    ]
+    conversation: list[BaseMessage] = []
+    seen = []
+    for appended in turns:
+        conversation = [*conversation, *appended]
+        incremental = reads.capture(conversation)
+        assert incremental == whole(conversation)
+        seen.append([entry["name"] for entry in incremental])
+    assert seen == [[], ["pdf"], ["pdf"], ["pdf", "csv"], ["csv"]]
+
+    summarized: list[BaseMessage] = [HumanMessage("summary", id="s"), *conversation[-3:]]
+    assert reads.capture(summarized) == whole(summarized)
+
+
+def test_the_output_budget_checks_each_turn_as_a_whole_check_would() -> None:
+    config = ToolOutputConfig(externalize_min_chars=0, fallback_max_chars=10)
+    middleware = ToolOutputBudgetMiddleware(config)
+
+    def tool(call_id: str, size: int) -> ToolMessage:
+        return ToolMessage("x" * size, tool_call_id=call_id, id=f"tm-{call_id}", name="bash")
+
+    turns: list[list[BaseMessage]] = [
+        [HumanMessage("go", id="h")],
+        [_read("r1", "pdf"), tool("r1", 5)],
+        [AIMessage("", id="a2"), tool("r2", 50)],
+    ]
+    conversation: list[BaseMessage] = []
+    for appended in turns:
+        conversation = [*conversation, *appended]
+        assert middleware._over_budget(conversation) == [over_budget(m, config) for m in conversation]
+    assert middleware._over_budget(conversation)[-1], "the long output is over budget"
+    cut: list[BaseMessage] = [tool("r3", 50), *conversation[1:]]
+    assert middleware._over_budget(cut) == [over_budget(m, config) for m in cut]

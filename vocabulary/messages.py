@@ -25,6 +25,7 @@ from langchain_core.messages import (
     AIMessage,
     AnyMessage,
     BaseMessage,
+    BaseMessageChunk,
     HumanMessage,
     RemoveMessage,
     SystemMessage,
@@ -70,8 +71,12 @@ def add_messages(
 ) -> list[BaseMessage]:
     """Merge ``right`` into ``left`` with LangGraph ``add_messages`` semantics (pure: inputs are not mutated)."""
     updates = [right] if isinstance(right, BaseMessage) else list(right)
-    # Left before right, in the order LangGraph assigns missing ids.
-    merged = [_normalized(m, new_id) for m in left]
+    # Left before right, in the order LangGraph assigns missing ids. A state's messages were merged here before, so
+    # they have theirs: telling so is cheaper than normalizing each, and takes no id either way.
+    if all(m.id is not None and not isinstance(m, BaseMessageChunk) for m in left):
+        merged = list(left)
+    else:
+        merged = [_normalized(m, new_id) for m in left]
     updates = [_normalized(m, new_id) for m in updates]
 
     remove_all_at = None
@@ -96,7 +101,7 @@ def add_messages(
                 raise ValueError(f"Attempting to delete a message with an ID that doesn't exist ('{message.id}')")
             position[message.id] = len(merged)
             merged.append(message)
-    return [m for m in merged if m.id not in removed]
+    return [m for m in merged if m.id not in removed] if removed else merged
 
 
 def _normalized(message: BaseMessage, new_id: Callable[[], str]) -> BaseMessage:
