@@ -18,7 +18,8 @@ Hook
   commands) still read what the user typed. Being first in the chain, every inner middleware and every LLM retry
   sees the framed message. A failure to sanitise passes the request on unchanged, as DeerFlow's fails open.
 
-Writes: the request overlay only.
+Writes: the request overlay only. Per-run memory: the framed copy of the last message framed, and the messages
+scanned for the last genuine user message with where it was, so a turn scans only what the conversation appended.
 
 Parts: the shared primitive ``middlewares/_untrusted.py`` (blocked tags, ``frame_untrusted_text``); the message
 predicates ``middlewares/_messages.py``; the chain ``middlewares/chain.py`` puts it first. Tests:
@@ -36,6 +37,7 @@ from middlewares._logging import hook_logger
 from middlewares._messages import ORIGINAL_USER_CONTENT_KEY, is_genuine_user_message
 from middlewares._untrusted import frame_untrusted_text, neutralize_untrusted_tags
 from middlewares.base import Middleware, ModelHandler, ModelRequest
+from vocabulary.messages import extends
 
 logger = hook_logger(__name__)
 
@@ -45,16 +47,29 @@ class InputSanitizationMiddleware(Middleware):
         self._framed: tuple[BaseMessage, HumanMessage | None] | None = None
         """The last message framed and its framed copy: a run's next turns get the same object, so the
         middlewares inside that remember what they checked by identity (DanglingToolCall) keep their work."""
+        self._scanned: tuple[list[BaseMessage], int | None] = ([], None)
+        """The messages scanned last turn, and the index of their last genuine user message."""
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
         try:
-            messages = sanitize_last_user_message(request.messages, self._frame)
+            messages = frame_message_at(request.messages, self._last_user_index(request.messages), self._frame)
         except Exception:  # DeerFlow fails open: an unsanitised request beats a stuck run
             logger.warning("Input guardrail processing failed; passing original request to model", exc_info=True)
             messages = None
         if messages is not None:
             request = request.override(messages=messages)
         return await handler(request)
+
+    def _last_user_index(self, messages: list[BaseMessage]) -> int | None:
+        """:func:`last_genuine_user_index`, scanning only what was appended while the conversation only grows (the
+        same message objects with more after them, :func:`vocabulary.messages.extends`)."""
+        scanned, previous = self._scanned
+        grows = extends(messages, scanned)
+        found = last_genuine_user_index(messages, start=len(scanned) if grows else 0)
+        if found is None and grows:
+            found = previous
+        self._scanned = (list(messages), found)
+        return found
 
     def _frame(self, message: BaseMessage) -> HumanMessage | None:
         """:func:`_framed`, once per message object (workflow code never changes a message in place)."""
@@ -63,20 +78,24 @@ class InputSanitizationMiddleware(Middleware):
         return self._framed[1]
 
 
-def sanitize_last_user_message(
-    messages: list[BaseMessage], frame: Callable[[BaseMessage], HumanMessage | None] | None = None
-) -> list[BaseMessage] | None:
-    """``messages`` with the last genuine user message framed (by ``frame``, default :func:`_framed`), or
-    ``None`` when nothing changes."""
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if not is_genuine_user_message(message):
-            continue
-        framed = (frame or _framed)(message)
-        if framed is None:
-            return None
-        return [*messages[:index], framed, *messages[index + 1 :]]
+def last_genuine_user_index(messages: list[BaseMessage], *, start: int = 0) -> int | None:
+    """The index of the last genuine user message at or after ``start``, or ``None``."""
+    for index in range(len(messages) - 1, start - 1, -1):
+        if is_genuine_user_message(messages[index]):
+            return index
     return None
+
+
+def frame_message_at(
+    messages: list[BaseMessage], index: int | None, frame: Callable[[BaseMessage], HumanMessage | None] | None = None
+) -> list[BaseMessage] | None:
+    """``messages`` with the one at ``index`` framed, or ``None`` when there is none or nothing changes."""
+    if index is None:
+        return None
+    framed = (frame or _framed)(messages[index])
+    if framed is None:
+        return None
+    return [*messages[:index], framed, *messages[index + 1 :]]
 
 
 def _framed(message: BaseMessage) -> HumanMessage | None:

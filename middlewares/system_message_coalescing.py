@@ -35,9 +35,10 @@ class SystemMessageCoalescingMiddleware(Middleware):
 
 
 def coalesce(request: ModelRequest) -> ModelRequest:
-    in_messages = [m for m in request.messages if isinstance(m, SystemMessage)]
-    if not in_messages:
+    # Most requests hold no SystemMessage: ask the few classes present before scanning the messages one by one.
+    if not any(issubclass(kind, SystemMessage) for kind in set(map(type, request.messages))):
         return request
+    in_messages = [m for m in request.messages if isinstance(m, SystemMessage)]
     parts: list[SystemMessage] = [request.system_message] if request.system_message is not None else []
     parts.extend(in_messages)
     reminders = [i for i, part in enumerate(parts) if is_dynamic_context_reminder(part)]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bench import merge_cost
 from bench.cpu_profile import summarise
 from bench.history import per_turn as history_per_turn
 from bench.per_turn import projected_run_seconds
@@ -127,3 +128,12 @@ def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
     assert all(cell != "–" for cell in rows["model.invoke: run"].split(" | ")[1:])
     assert rows["thread.commit: run"].split(" | ")[3] == "–"
     assert any(line.startswith("hartflow: ") for line in lines) and any(line.startswith("floor: ") for line in lines)
+
+
+def test_merge_cost_times_a_merge_per_size(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["merge_cost", "--sizes", "4,10", "--number", "3"])
+    merge_cost.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["N = 4", "N = 10"]
+    assert all(float(line.split()[3]) > 0 for line in lines)
+    assert len(merge_cost.conversation(10)) == 10

@@ -6,6 +6,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from middlewares._skill_context import SKILL_CONTEXT_ENTRY_KEY, SkillReads, extract_skills
+from middlewares.input_sanitization import InputSanitizationMiddleware, last_genuine_user_index
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware, ToolOutputConfig, over_budget
 from vocabulary.delegation import SUBAGENT_STATUS_KEY
 from vocabulary.delegation_ledger import DelegationLedger
@@ -146,3 +147,25 @@ def test_the_output_budget_checks_each_turn_as_a_whole_check_would() -> None:
     assert middleware._over_budget(conversation)[-1], "the long output is over budget"
     cut: list[BaseMessage] = [tool("r3", 50), *conversation[1:]]
     assert middleware._over_budget(cut) == [over_budget(m, config) for m in cut]
+
+
+def test_the_input_sanitization_finds_the_last_user_message_as_a_whole_scan_would() -> None:
+    middleware = InputSanitizationMiddleware()
+    hidden = HumanMessage("memory", id="hidden", additional_kwargs={"hide_from_ui": True})
+    turns: list[list[BaseMessage]] = [
+        [AIMessage("hello", id="a0")],  # no user message yet
+        [HumanMessage("first", id="h1"), AIMessage("", id="a1")],
+        [ToolMessage("out", tool_call_id="c1", id="t1"), hidden],  # a hidden message is not the user's
+        [],
+        [HumanMessage("second", id="h2")],
+    ]
+    conversation: list[BaseMessage] = []
+    found = []
+    for appended in turns:
+        conversation = [*conversation, *appended]
+        index = middleware._last_user_index(conversation)
+        assert index == last_genuine_user_index(conversation)
+        found.append(index)
+    assert found == [None, 1, 1, 1, 5]
+    replaced: list[BaseMessage] = [AIMessage("summary", id="s"), *conversation[-2:]]
+    assert middleware._last_user_index(replaced) == last_genuine_user_index(replaced) == 2

@@ -17,6 +17,7 @@ survive the commit/load round trip), so it is dropped.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ from langchain_core.messages import (
 )
 
 REMOVE_ALL_MESSAGES = "__remove_all__"
+_ID = operator.attrgetter("id")
 
 MessageLike = AnyMessage | RemoveMessage
 
@@ -73,7 +75,7 @@ def add_messages(
     updates = [right] if isinstance(right, BaseMessage) else list(right)
     # Left before right, in the order LangGraph assigns missing ids. A state's messages were merged here before, so
     # they have theirs: telling so is cheaper than normalizing each, and takes no id either way.
-    if all(m.id is not None and not isinstance(m, BaseMessageChunk) for m in left):
+    if None not in map(_ID, left) and not any(issubclass(kind, BaseMessageChunk) for kind in set(map(type, left))):
         merged = list(left)
     else:
         merged = [_normalized(m, new_id) for m in left]
@@ -86,7 +88,7 @@ def add_messages(
     if remove_all_at is not None:
         return [m for m in updates[remove_all_at + 1 :] if not isinstance(m, RemoveMessage)]
 
-    position = {m.id: i for i, m in enumerate(merged)}
+    position = dict(zip(map(_ID, merged), itertools.count()))
     removed: set[str] = set()
     for message in updates:
         existing = position.get(message.id)
