@@ -40,6 +40,8 @@ BREAKER_KNOWN_CLOSED: Final = "hartflow-breaker-known-closed"
 LOAD_LOCALLY: Final = "hartflow-load-locally"
 TURNS_REFRESH: Final = "hartflow-turns-refresh"
 TURNS_BY_COUNT: Final = "hartflow-turns-by-count"
+LOCAL_FAILURE_AS_ACTIVITY_ERROR: Final = "hartflow-local-failure-as-activity-error"
+"""After :data:`BASELINE`: asked where a local activity failed for good, so runs without one keep their history."""
 
 IN_BASELINE_1: Final = frozenset(
     {

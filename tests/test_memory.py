@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -11,7 +12,9 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 
+from activities.memory_queue import MemoryQueueActivities
 from activities.memory_store import load_memory
 from activities.storage.filesystem import FilesystemObjectStore
 from middlewares.memory import MemoryConfig, MemoryMiddleware, filter_messages_for_memory
@@ -26,7 +29,7 @@ from vocabulary.contracts import (
 )
 from vocabulary.state import ThreadState
 from workers.testing import answer, make_config, running_worker, settle, unique, write_script
-from workers.testing.history import history_events, scheduled_inputs
+from workers.testing.history import history_events, replay, scheduled_inputs
 from workflows.memory_update import (
     MESSAGE_MAX_CHARS,
     MemoryUpdateError,
@@ -269,3 +272,31 @@ async def test_three_quick_runs_are_debounced_into_one_extraction_that_dynamic_c
     assert stored["user"]["workContext"]["summary"] == "Go developer at Acme"
     injected = [str(m.content) for m in first_call.messages if "<memory>" in str(m.content)]
     assert injected and "Writes Go at Acme" in injected[0]
+
+
+async def test_a_memory_queue_that_refuses_leaves_the_run_completed(
+    client: Client, home: Path, temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real run whose ``memory.enqueue`` (a local activity) fails for good: memory is best-effort, so the run
+    completes with its answer committed, and its history replays. A local activity's failure reaches the workflow
+    as the bare ``ApplicationError``, not an ``ActivityError`` (``middlewares/context.py``, ``call``)."""
+
+    @functools.wraps(MemoryQueueActivities.enqueue)
+    async def refuses(self: MemoryQueueActivities, input: MemoryEnqueueInput) -> None:
+        raise ApplicationError("the memory queue refused the item", non_retryable=True)
+
+    monkeypatch.setattr(MemoryQueueActivities, "enqueue", refuses)
+    config = make_config(home, temporal_address)
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "hello", model=write_script(home, [answer("hi")]))
+        view = await settle(handle)
+        await replay(client, handle)
+        events = await history_events(handle)
+    assert (view.status, view.final_message) == ("completed", "hi")
+    refused = [
+        e.marker_recorded_event_attributes
+        for e in events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and "memory.enqueue" in str(e.marker_recorded_event_attributes.details)
+    ]
+    assert len(refused) == 1 and refused[0].failure.message == "the memory queue refused the item"
