@@ -4,6 +4,7 @@ and carry on; a server this home's stack left behind is stopped, not waited on."
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 
 from workers.devserver import DevServer, port_answers
 from workers.devserver_options import DevServerOptions
@@ -118,7 +120,7 @@ def test_a_run_ended_mid_tool_call_takes_its_server_along(tmp_path: Path, ending
     assert "Traceback" not in status.stderr
 
     followed = _hartflow(tmp_path, env, "events", "t1", "--follow")
-    assert followed.returncode == 0, followed.stderr
+    assert followed.returncode == 0, followed.stderr + _histories(tmp_path / ".hartflow", port)
     assert json.loads(followed.stdout.splitlines()[-1])["kind"] == "awaiting_input"
 
     replied = _hartflow(tmp_path, env, "reply", "t1", "--option", "2", "--json")
@@ -154,3 +156,36 @@ def test_a_server_left_behind_by_this_homes_stack_is_stopped_not_waited_on(tmp_p
         assert not leftover.running, "the left-behind server was not stopped"
     finally:
         leftover.stop()
+
+
+def _histories(home: Path, port: int) -> str:
+    """The home's run histories in brief (one line per event: id, time, type, activity or marker or update, worker),
+    for a failure message: the commands' servers are gone, so a nondeterminism error names events nobody can see."""
+
+    async def brief() -> str:
+        client = await Client.connect(f"127.0.0.1:{port}")
+        lines = []
+        async for execution in client.list_workflows('WorkflowType = "HartflowRun"'):
+            lines.append(f"-- {execution.id} {execution.run_id}")
+            async for event in client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history_events():
+                lines.append(f"{event.event_id} {event.event_time.ToDatetime().time()} {_event_brief(event)}")
+        return "\n".join(lines)
+
+    with DevServer(DevServerOptions(db_file=home / "temporal.db", port=port, ui=False)):
+        return "\n" + asyncio.run(brief())
+
+
+def _event_brief(event: Any) -> str:
+    kind = event.WhichOneof("attributes") or ""
+    attributes = getattr(event, kind) if kind else None
+    parts = [kind.removesuffix("_event_attributes")]
+    if hasattr(attributes, "activity_type"):
+        parts.append(attributes.activity_type.name)
+    if hasattr(attributes, "marker_name"):
+        parts.append(attributes.marker_name)
+    if hasattr(attributes, "accepted_request"):
+        parts.append(attributes.accepted_request.input.name)
+    if hasattr(attributes, "failure") and attributes.HasField("failure"):
+        parts.append(f"failure: {attributes.failure.message}")
+    parts.append(getattr(attributes, "identity", ""))
+    return " ".join(part for part in parts if part)
