@@ -1,24 +1,16 @@
 """LLMErrorHandling's side of the circuit breaker: admit a model call, and report how an admitted call ended.
 
 The breaker is consulted in the workflow (``middlewares/llm_error_handling.py`` says why) through the
-``llm_breaker.check`` local activity, except when the run already knows the answer: the previous agent call's
-worker saw the breaker closed with no failures less than ``CLOSED_FRESH_SECONDS`` ago (``vocabulary/breaker.py``;
-the engine puts that time on the run context, ``workflows/run/model_call.py``). Both times come from history, so
-the skip replays; it is the same answer the check would read from that worker's cache, and on a healthy
-provider it takes the check's local activity (and the workflow-task round it adds) off most turns. Whatever
-may change the breaker — a failed call (its answer vouches for nothing), any report — leaves the run knowing
-nothing, so the next call asks.
-Runs whose history predates the skip keep checking every call (``workflow.patched``:
-:data:`patches.BREAKER_KNOWN_CLOSED`).
+``llm_breaker.check`` local activity, before every agent call (since :data:`patches.BREAKER_CHECKS_EVERY_CALL`).
 
-The skip is a decision by the workflow clock, which a worker taking up the run may read later than the run's
-first worker did, in a task that issued no commands (``tests/test_replay_clock.py``). A check that was stale is
-stale at any later time, and a skip is followed by the model call's command in the same task, which so has one;
-unless a middleware inside this one awaits a local activity first (SkillActivation's load,
-SkillToolPolicy's) and that activity outlasts a workflow-task heartbeat (8 s of a 10 s task timeout), which
-completes the task with no command. A worker taking up the run then may check where a replay skips: a
-nondeterminism error. That narrow case is left (the turn count's skip, which nothing followed, was not:
-``workflows/run/visibility.py``).
+Runs between :data:`patches.BREAKER_KNOWN_CLOSED` and that patch skipped the check when the previous agent call's
+worker had seen the breaker closed with no failures less than ``CLOSED_FRESH_SECONDS`` ago in workflow time
+(``vocabulary/breaker.py``; the engine puts that time on the run context, ``workflows/run/model_call.py``), and
+they replay that rule. It was a decision by the workflow clock, and a worker that takes up a run may run a task's
+code at another clock than the one a replay reads (``tests/test_replay_clock.py``): a run whose check was skipped
+by the worker of a ``hartflow status`` command was then replayed with the check, a nondeterminism error
+(``tests/test_embedded_stack.py``). The check's answer comes from its worker's cache, so asking costs a local
+activity, not a round to the breaker.
 """
 
 from __future__ import annotations
@@ -69,10 +61,15 @@ class BreakerGate:
         self._cap_delay_seconds = cap_delay_seconds
 
     async def admit(self, request: ModelRequest, holder: str) -> BreakerCheckResult:
-        """May this call go ahead: known closed (no check), else the check's answer."""
+        """May this call go ahead: the check's answer (or, in runs that recorded the old rule, known closed)."""
         ctx = request.ctx
         closed_at = ctx.breaker_closed_at.pop(request.model, None)
-        if closed_at is not None and still_closed(closed_at, ctx.now()) and ctx.patched(patches.BREAKER_KNOWN_CLOSED):
+        if (
+            closed_at is not None
+            and not ctx.patched(patches.BREAKER_CHECKS_EVERY_CALL)
+            and still_closed(closed_at, ctx.now())
+            and ctx.patched(patches.BREAKER_KNOWN_CLOSED)
+        ):
             return BreakerCheckResult(admitted=True)
         return await self.check(request, holder)
 

@@ -40,6 +40,7 @@ BREAKER_KNOWN_CLOSED: Final = "hartflow-breaker-known-closed"
 LOAD_LOCALLY: Final = "hartflow-load-locally"
 TURNS_REFRESH: Final = "hartflow-turns-refresh"
 TURNS_BY_COUNT: Final = "hartflow-turns-by-count"
+BREAKER_CHECKS_EVERY_CALL: Final = "hartflow-breaker-checks-every-call"
 LOCAL_FAILURE_AS_ACTIVITY_ERROR: Final = "hartflow-local-failure-as-activity-error"
 """After :data:`BASELINE`: asked where a local activity failed for good, so runs without one keep their history."""
 
@@ -61,4 +62,4 @@ IN_BASELINE_1: Final = frozenset(
         TURNS_REFRESH,
     }
 )
-IN_BASELINE: Final = IN_BASELINE_1 | {TURNS_BY_COUNT}
+IN_BASELINE: Final = IN_BASELINE_1 | {TURNS_BY_COUNT, BREAKER_CHECKS_EVERY_CALL}

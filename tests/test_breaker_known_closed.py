@@ -1,6 +1,7 @@
-"""A run skips the circuit-breaker check while the previous agent call's worker vouches for a closed breaker
-(``middlewares/_breaker_gate.py``): the rule with a fixed clock, the model activity's side of it, and a real run
-whose history follows the rule and replays."""
+"""The circuit-breaker check's known-closed skip (``middlewares/_breaker_gate.py``): runs that recorded it skip the
+check while the previous agent call's worker vouches for a closed breaker (the rule with a fixed clock, the model
+activity's side of it); runs since ``hartflow-breaker-checks-every-call`` check before every call, and their
+history replays."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.model import ModelActivities
 from middlewares.base import ModelRequest
 from middlewares.llm_error_handling import LLMErrorHandlingMiddleware
-from middlewares.patches import BREAKER_KNOWN_CLOSED as CLOSED_SKIP_PATCH
+from middlewares.patches import BREAKER_CHECKS_EVERY_CALL, BREAKER_KNOWN_CLOSED
 from tests.support import StubRunContext, start_run, thread_state
 from vocabulary.breaker import CLOSED_AT_KEY, CLOSED_FRESH_SECONDS, still_closed, take_closed_at
 from vocabulary.contracts import (
@@ -40,9 +41,12 @@ NOW = StubRunContext.NOW
 
 
 class PatchRecordingContext(StubRunContext):
-    def __init__(self, check: BreakerCheckResult) -> None:
+    """A run recorded with the skip (before ``hartflow-breaker-checks-every-call``), unless ``checks_every_call``."""
+
+    def __init__(self, check: BreakerCheckResult, *, checks_every_call: bool = False) -> None:
         self.reports: list[str] = []
         self.patches: list[str] = []
+        self._checks_every_call = checks_every_call
 
         async def checked(_: BreakerCheckInput) -> BreakerCheckResult:
             return check
@@ -54,7 +58,7 @@ class PatchRecordingContext(StubRunContext):
 
     def patched(self, patch_id: str) -> bool:
         self.patches.append(patch_id)
-        return True
+        return patch_id != BREAKER_CHECKS_EVERY_CALL or self._checks_every_call
 
 
 def request(ctx: StubRunContext) -> ModelRequest:
@@ -81,8 +85,16 @@ async def test_a_fresh_closed_answer_skips_the_check_once() -> None:
     await middleware.wrap_model_call(request(ctx), vouching(ctx, NOW - timedelta(seconds=0.5)))
     assert checks(ctx) == 1, "nothing known yet: the first call asks"
     await middleware.wrap_model_call(request(ctx), vouching(ctx, NOW - timedelta(seconds=0.5)))
-    assert checks(ctx) == 1 and ctx.patches == [CLOSED_SKIP_PATCH]
+    assert checks(ctx) == 1 and ctx.patches == [BREAKER_CHECKS_EVERY_CALL, BREAKER_KNOWN_CLOSED]
     assert ctx.reports == []
+
+
+async def test_a_run_since_the_clock_rule_was_withdrawn_checks_before_every_call() -> None:
+    ctx = PatchRecordingContext(BreakerCheckResult(admitted=True), checks_every_call=True)
+    middleware = LLMErrorHandlingMiddleware()
+    for _ in range(3):
+        await middleware.wrap_model_call(request(ctx), vouching(ctx, NOW - timedelta(seconds=0.5)))
+    assert checks(ctx) == 3 and BREAKER_KNOWN_CLOSED not in ctx.patches
 
 
 async def test_a_stale_or_future_answer_is_checked() -> None:
@@ -90,7 +102,7 @@ async def test_a_stale_or_future_answer_is_checked() -> None:
         ctx = PatchRecordingContext(BreakerCheckResult(admitted=True))
         ctx.breaker_closed_at[MODEL] = closed_at
         await LLMErrorHandlingMiddleware().wrap_model_call(request(ctx), vouching(ctx, closed_at))
-        assert checks(ctx) == 1 and ctx.patches == []
+        assert checks(ctx) == 1 and BREAKER_KNOWN_CLOSED not in ctx.patches
 
 
 async def test_a_failed_call_leaves_nothing_known() -> None:
@@ -149,7 +161,7 @@ async def test_the_model_activity_says_when_its_worker_saw_the_breaker_closed_on
     assert CLOSED_AT_KEY not in unknown.response_metadata
 
 
-async def test_a_runs_skipped_checks_each_follow_an_answer_that_vouched_and_the_history_replays(
+async def test_a_new_run_checks_before_every_call_and_its_history_replays(
     client: Client, home: Path, temporal_address: str
 ) -> None:
     config = make_config(home, temporal_address)
@@ -164,10 +176,8 @@ async def test_a_runs_skipped_checks_each_follow_an_answer_that_vouched_and_the_
 
     assert view.final_message == "done"
     decisions = breaker_decisions(events)
-    assert len(decisions) == 5 and decisions[0][:2] == ("checked", None)
-    for decision, closed_at, task_started in decisions:
-        if decision == "skipped":
-            assert closed_at is not None and task_started is not None and still_closed(closed_at, task_started)
+    assert [decision for decision, _, _ in decisions] == ["checked"] * 5
+    assert all(closed_at is not None for _, closed_at, _ in decisions[1:]), "the answers still vouch (older runs)"
     stored = thread_state(home, handle.id.rsplit(":", 1)[-1])
     assert all(CLOSED_AT_KEY not in m.get("response_metadata", {}) for m in stored["messages"]), "never in state"
 

@@ -32,7 +32,7 @@ _BASELINE_1 = {
 }
 
 
-_BASELINE_2 = _BASELINE_1 | {"hartflow-turns-by-count"}
+_BASELINE_2 = _BASELINE_1 | {"hartflow-turns-by-count", "hartflow-breaker-checks-every-call"}
 
 
 def test_each_baseline_stands_for_exactly_the_patches_made_before_it() -> None:

@@ -1,9 +1,10 @@
-"""The SDK fact behind "decide by the run's state, not by ``workflow.now()``" (README, Changing workflow code
-safely; ``workflows/run/visibility.py``): a worker that takes up a run whose last workflow task issued no commands
-runs that task's code again at the clock of the task it was given (an update's here), not at the clock it ran at,
-and as if live (temporalio/sdk-rust#1146, #1606). A skip decided by the clock there can become a command, which a
-later replay, reading the first clock, does not issue: a nondeterminism error. If this test fails, the SDK reads
-the clock the same both ways."""
+"""The SDK fact behind "decide by the run's state, never by ``workflow.now()``" (README, Changing workflow code
+safely; ``workflows/run/visibility.py``, ``middlewares/_breaker_gate.py``): a worker that takes up a run whose last
+workflow task issued no commands may join that task to the one it was given and run both at one clock, as if live
+(temporalio/sdk-rust#1146, #1606); a replay runs each at its own. Here the joined code reads the later clock; in a
+run of ``tests/test_embedded_stack.py`` the taking-up worker ran a tool result's code at the earlier one (its
+breaker check skipped as fresh, replayed as stale). A decision by the clock in such a task can be a command in one
+and none in the other: a nondeterminism error. If this test fails, the SDK reads the clock the same both ways."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ each upsert is a history event and a visibility write on the server, which on ev
 server's CPU a turn (``python -m bench.breakdown``). Any other change (the status, the stop reason) upserts the
 current count with it, so a paused or ended run always shows its turns; the run's current details show the live
 turn. Runs recorded between the ``hartflow-turns-refresh`` patch and that one upserted the count at most every
-:data:`TURNS_REFRESH` of workflow time instead; it is not a rule to keep: a worker that takes up a run reruns a
-task that issued no commands at a later clock than it first ran at, and a replay at the first one
-(``tests/test_replay_clock.py``), so a skip decided by the clock in one could be an upsert in another.
+:data:`TURNS_REFRESH` of workflow time instead; it is not a rule to keep: a worker that takes up a run may run a
+task's code at another clock than a replay reads (``tests/test_replay_clock.py``), so a skip decided by the clock in
+one could be an upsert in the other.
 """
 
 from __future__ import annotations
