@@ -237,36 +237,24 @@ class RunContext(ABC):
             self.emit(event, **data)
 
 
-def local_activity_timed_out(activity: str) -> ActivityError:
-    """The error a run sees when local activity ``activity`` times out, the same live and replayed.
+def local_activity_error(activity: str, *, timed_out: bool) -> ActivityError:
+    """The error a run sees when local activity ``activity`` timed out or failed for good (raised with the SDK's
+    error as its cause): the ``ActivityError`` an activity's failure is, the same live and replayed.
 
-    Live, the SDK raises ``ActivityError("Local Activity timed out")`` caused by the timeout; replayed from the
-    activity's marker it raises the bare ``TimeoutError`` (temporalio 1.35; ``tests/test_local_activity_timeout.py``
-    shows both). A hook that falls back on an ``ActivityError`` (:func:`best_effort`) would then go on live and fail
-    the run on replay: a nondeterminism error for the worker that next replays it. So the bare timeout is raised as
-    the live error (the SDK's retry state for it too), with the timeout as its cause."""
+    The SDK raises a local activity's timeout as ``ActivityError("Local Activity timed out")`` live and as the bare
+    ``TimeoutError`` replayed from its marker, and its failure as the bare ``ApplicationError`` both ways (temporalio
+    1.35; ``tests/test_local_activity_timeout.py``). A hook that falls back on an ``ActivityError``
+    (:func:`best_effort`) would go on live and fail the run on replay (a nondeterminism error for the worker that
+    next replays it), or let a best-effort failure end the run. A timeout is raised as the live one is, the SDK's
+    retry state included."""
     return ActivityError(
-        "Local Activity timed out",
+        "Local Activity timed out" if timed_out else "Local Activity failed",
         scheduled_event_id=0,
         started_event_id=0,
         identity="",
         activity_type=activity,
         activity_id="",
-        retry_state=RetryState.CANCEL_REQUESTED,
-    )
-
-
-def local_activity_failed(activity: str) -> ActivityError:
-    """The error a run sees when local activity ``activity`` failed for good (its cause: the failure), the shape an
-    activity's failure has, which hooks that fall back (:func:`best_effort`) catch."""
-    return ActivityError(
-        "Local Activity failed",
-        scheduled_event_id=0,
-        started_event_id=0,
-        identity="",
-        activity_type=activity,
-        activity_id="",
-        retry_state=None,
+        retry_state=RetryState.CANCEL_REQUESTED if timed_out else None,
     )
 
 
@@ -316,13 +304,13 @@ class TemporalRunContext(RunContext):
                     summary=summary,
                 )
             except ActivityTimeout as timeout:
-                raise local_activity_timed_out(activity) from timeout
+                raise local_activity_error(activity, timed_out=True) from timeout
             except ApplicationError as failure:
                 # A local activity's failure arrives bare, where an activity's comes as an ActivityError caused by
                 # it (tests/test_local_activity_timeout.py): a best-effort hook let it end the run.
                 if not self.patched(patches.LOCAL_FAILURE_AS_ACTIVITY_ERROR):
                     raise
-                raise local_activity_failed(activity) from failure
+                raise local_activity_error(activity, timed_out=False) from failure
             return result
         result = await workflow.execute_activity(
             activity,

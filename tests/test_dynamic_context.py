@@ -350,7 +350,7 @@ async def test_a_memory_store_that_never_answers_injects_nothing_and_the_run_goe
             view = await settle(stalled)
             assert view.status == "completed" and proxy.stalled >= 1
             # The timed-out load is a local activity: its run goes on the same way when replayed from its marker
-            # (middlewares/context.py, local_activity_timed_out).
+            # (middlewares/context.py, local_activity_error).
             await replay(client, stalled)
             messages = store.load(ThreadRef(config.user_id, thread)).state.messages
             assert [m.type for m in messages] == ["human", "ai"]

@@ -1,4 +1,4 @@
-"""The SDK facts behind ``local_activity_timed_out`` and ``local_activity_failed`` (``middlewares/context.py``).
+"""The SDK facts behind ``local_activity_error`` (``middlewares/context.py``).
 
 A local activity that times out raises ``ActivityError`` caused by the timeout live, and the bare ``TimeoutError``
 when its run is replayed from the activity's marker (temporalio 1.35). A run whose hook fell back on the first
