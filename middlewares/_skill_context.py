@@ -19,7 +19,7 @@ import yaml
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from middlewares._skill_reads import tool_call_path
-from vocabulary.messages import extends
+from vocabulary.messages import AppendedMessages
 
 SKILL_CONTEXT_ENTRY_KEY = "skill_context_entry"
 SKILL_FILE_NAME = "SKILL.md"
@@ -71,34 +71,27 @@ def stamp_skill_read(message: ToolMessage, tool_call: Mapping[str, Any], *, skil
     return message.model_copy(update={"additional_kwargs": kwargs})
 
 
-def extract_skills(
-    messages: Sequence[BaseMessage], *, skills_root: str, read_tool_names: Collection[str]
-) -> list[dict[str, Any]]:
-    """``skill_context`` entries for every stamped SKILL.md read answering a read call of the same path."""
-    return SkillReads(skills_root=skills_root, read_tool_names=read_tool_names).capture(messages)
-
-
 class SkillReads:
-    """:func:`extract_skills` for one run's turns: while the conversation only grows (the same message objects with
-    more after them, :func:`vocabulary.messages.extends`) it reads the new messages alone, keeping every read call's
-    path and every stamped result, so a turn's work does not grow with the conversation; otherwise (a summary
-    replaced messages) it reads them all again. The entries are those of a whole scan: a call may come after its
-    result, and a later call with the same id wins."""
+    """One run's ``skill_context`` entries: every stamped SKILL.md read answering a read call of the same path.
+    While the conversation only grows (:class:`vocabulary.messages.AppendedMessages`) it reads the new messages
+    alone, keeping every read call's path and every stamped result, so a turn's work does not grow with the
+    conversation; otherwise (a summary replaced messages) it reads them all again. The entries are those of a whole
+    scan: a call may come after its result, and a later call with the same id wins."""
 
     def __init__(self, *, skills_root: str, read_tool_names: Collection[str]) -> None:
         self._skills_root = skills_root
         self._read_tool_names = frozenset(read_tool_names)
-        self._read: list[BaseMessage] = []
+        self._appended = AppendedMessages()
         self._paths_by_call: dict[str, str] = {}
         self._stamped: list[tuple[int, ToolMessage, Mapping[str, Any]]] = []
         """Successful tool results with a skill stamp: (index in the conversation, result, stamp)."""
 
     def capture(self, messages: Sequence[BaseMessage]) -> list[dict[str, Any]]:
-        if not extends(messages, self._read):
-            self._read, self._paths_by_call, self._stamped = [], {}, []
-        for index in range(len(self._read), len(messages)):
+        start = self._appended.start(messages)
+        if start == 0:
+            self._paths_by_call, self._stamped = {}, []
+        for index in range(start, len(messages)):
             self._take(index, messages[index])
-        self._read = list(messages)
         entries: list[dict[str, Any]] = []
         for index, message, stamp in self._stamped:
             expected = self._paths_by_call.get(str(message.tool_call_id))

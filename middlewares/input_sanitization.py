@@ -37,7 +37,7 @@ from middlewares._logging import hook_logger
 from middlewares._messages import ORIGINAL_USER_CONTENT_KEY, is_genuine_user_message
 from middlewares._untrusted import frame_untrusted_text, neutralize_untrusted_tags
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from vocabulary.messages import extends
+from vocabulary.messages import AppendedMessages
 
 logger = hook_logger(__name__)
 
@@ -47,8 +47,9 @@ class InputSanitizationMiddleware(Middleware):
         self._framed: tuple[BaseMessage, HumanMessage | None] | None = None
         """The last message framed and its framed copy: a run's next turns get the same object, so the
         middlewares inside that remember what they checked by identity (DanglingToolCall) keep their work."""
-        self._scanned: tuple[list[BaseMessage], int | None] = ([], None)
-        """The messages scanned last turn, and the index of their last genuine user message."""
+        self._scanned = AppendedMessages()
+        self._last_user: int | None = None
+        """The index of the last genuine user message among the messages scanned."""
 
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
         try:
@@ -62,14 +63,12 @@ class InputSanitizationMiddleware(Middleware):
 
     def _last_user_index(self, messages: list[BaseMessage]) -> int | None:
         """:func:`last_genuine_user_index`, scanning only what was appended while the conversation only grows (the
-        same message objects with more after them, :func:`vocabulary.messages.extends`)."""
-        scanned, previous = self._scanned
-        grows = extends(messages, scanned)
-        found = last_genuine_user_index(messages, start=len(scanned) if grows else 0)
-        if found is None and grows:
-            found = previous
-        self._scanned = (list(messages), found)
-        return found
+        same message objects with more after them, :class:`vocabulary.messages.AppendedMessages`)."""
+        start = self._scanned.start(messages)
+        found = last_genuine_user_index(messages, start=start)
+        if found is not None or start == 0:
+            self._last_user = found
+        return self._last_user
 
     def _frame(self, message: BaseMessage) -> HumanMessage | None:
         """:func:`_framed`, once per message object (workflow code never changes a message in place)."""

@@ -40,7 +40,7 @@ from middlewares._tool_output_synopsis import render_tool_output_preview
 from middlewares.base import Command, Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import ActivityOptions, best_effort
 from vocabulary.contracts import TOOL_OUTPUT_EXTERNALIZE, ExternalizeInput
-from vocabulary.messages import extends
+from vocabulary.messages import AppendedMessages
 from vocabulary.paths import VIRTUAL_OUTPUTS_DIR
 
 FALLBACK_MARKER = (
@@ -200,7 +200,7 @@ class ToolOutputBudgetMiddleware(Middleware):
     def __init__(self, config: ToolOutputConfig | None = None) -> None:
         self.config = config or ToolOutputConfig()
         # Per-run memory: the messages checked last turn and their flags (see _over_budget).
-        self._checked: list[BaseMessage] = []
+        self._checked = AppendedMessages()
         self._flags: list[bool] = []
 
     async def wrap_tool_call(self, request: ToolCallRequest, handler: ToolHandler) -> ToolResult:
@@ -235,13 +235,12 @@ class ToolOutputBudgetMiddleware(Middleware):
         return await handler(request.override(messages=messages))
 
     def _over_budget(self, messages: Sequence[BaseMessage]) -> list[bool]:
-        """:func:`over_budget` of each message. While the conversation only grows (the same message objects with
-        more after them, :func:`vocabulary.messages.extends`) only the new ones are checked: checking the whole
-        conversation every turn made a turn's cost grow with it."""
-        if not extends(messages, self._checked):
-            self._checked, self._flags = [], []
-        self._flags.extend(over_budget(message, self.config) for message in messages[len(self._checked) :])
-        self._checked = list(messages)
+        """:func:`over_budget` of each message. While the conversation only grows
+        (:class:`vocabulary.messages.AppendedMessages`) only the new ones are checked: checking the whole conversation
+        every turn made a turn's cost grow with it."""
+        start = self._checked.start(messages)
+        del self._flags[start:]
+        self._flags.extend(over_budget(message, self.config) for message in messages[start:])
         return self._flags
 
     async def _budget(self, message: ToolMessage, request: ToolCallRequest, sandbox_id: Any) -> ToolMessage:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
-from middlewares._skill_context import SKILL_CONTEXT_ENTRY_KEY, SkillReads, extract_skills
+from middlewares._skill_context import SKILL_CONTEXT_ENTRY_KEY, SkillReads
 from middlewares.input_sanitization import InputSanitizationMiddleware, last_genuine_user_index
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware, ToolOutputConfig, over_budget
 from vocabulary.delegation import SUBAGENT_STATUS_KEY
@@ -105,7 +105,7 @@ def _skill_result(call_id: str, skill: str, *, status: str = "success") -> ToolM
 
 def test_the_skill_reads_read_each_turn_as_a_whole_scan_would() -> None:
     def whole(messages: list[BaseMessage]) -> list[dict[str, object]]:
-        return extract_skills(messages, skills_root=SKILLS_ROOT, read_tool_names=("read_file",))
+        return SkillReads(skills_root=SKILLS_ROOT, read_tool_names=("read_file",)).capture(messages)
 
     reads = SkillReads(skills_root=SKILLS_ROOT, read_tool_names=("read_file",))
     turns: list[list[BaseMessage]] = [

@@ -16,17 +16,17 @@ from vocabulary.delegation import (
     SUBAGENT_STOP_REASON_KEY,
     TASK_TOOL_NAME,
 )
-from vocabulary.messages import extends
+from vocabulary.messages import AppendedMessages
 
 
 class DelegationLedger:
-    """One run's ``delegations`` ledger, captured each turn: while the conversation only grows (the same message
-    objects with more after them, :func:`vocabulary.messages.extends`) it reads the new messages alone, so a turn's
-    work does not grow with the conversation; otherwise (a summary replaced messages) it reads them all again."""
+    """One run's ``delegations`` ledger, captured each turn: while the conversation only grows
+    (:class:`vocabulary.messages.AppendedMessages`) it reads the new messages alone, so a turn's work does not grow
+    with the conversation; otherwise (a summary replaced messages) it reads them all again."""
 
     def __init__(self, run_id: str) -> None:
         self._run_id = run_id
-        self._read: list[BaseMessage] = []
+        self._appended = AppendedMessages()
         self._entries: dict[str, dict[str, Any]] = {}
         """By call id, as :meth:`capture` returns them but for ``created_at`` (set on return)."""
 
@@ -35,11 +35,11 @@ class DelegationLedger:
     ) -> list[dict[str, Any]]:
         """Ledger entries for this run's ``task`` calls (``in_progress``) and their results (the contract's
         status), only those that differ from ``existing``; the ``delegations`` reducer keeps terminal statuses."""
-        if not extends(messages, self._read):
-            self._read, self._entries = [], {}
-        for message in messages[len(self._read) :]:
+        start = self._appended.start(messages)
+        if start == 0:
+            self._entries = {}
+        for message in messages[start:]:
             self._take(message)
-        self._read = list(messages)
         known = {str(entry.get("id")): entry for entry in existing}
         return [
             {**entry, "created_at": now}

@@ -43,6 +43,7 @@ __all__ = [
     "REMOVE_ALL_MESSAGES",
     "AIMessage",
     "AnyMessage",
+    "AppendedMessages",
     "BaseMessage",
     "HumanMessage",
     "MessageLike",
@@ -63,6 +64,21 @@ def extends(current: Sequence[object], previous: Sequence[object]) -> bool:
     appended to ``previous``: a hook that saw ``previous`` need only look at what follows it, and a turn's work does
     not grow with the conversation."""
     return len(current) >= len(previous) and all(map(operator.is_, previous, current))
+
+
+class AppendedMessages:
+    """Where a conversation a hook reads every turn picks up: while it only grows (:func:`extends`), only what
+    follows the messages read last time is new, and what the hook derived from those still holds."""
+
+    def __init__(self) -> None:
+        self._read: list[BaseMessage] = []
+
+    def start(self, messages: Sequence[BaseMessage]) -> int:
+        """The index of the first message of ``messages`` not read before; 0 when they do not extend the ones read
+        last time (a summary replaced some), and the caller derives everything again. ``messages`` are read now."""
+        start = len(self._read) if extends(messages, self._read) else 0
+        self._read = list(messages)
+        return start
 
 
 def add_messages(
