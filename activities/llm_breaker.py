@@ -14,8 +14,9 @@ breaker workflow (``workflows/circuit_breaker.py``) through this worker's client
   decide the probe, so they are always asked. A report from this worker forgets the model's answer, so this
   worker's own failures count at once; a breaker opened by *another* worker's reports is seen here at most
   :data:`CLOSED_FRESH_SECONDS` later, which admits that many seconds of calls more to a failing provider (each
-  of which fails and reports). The model activity hands the kept answer to the run (:meth:`closed_since`), which
-  then skips its next check while the answer is fresh (``middlewares/llm_error_handling.py``).
+  of which fails and reports). A run that found the breaker closed leaves its next checks to its model calls
+  (``middlewares/llm_error_handling.py``): the model activity asks the same kept answer
+  (:meth:`closed_without_failures`) and turns the call away when the breaker is not closed with no failures.
 * ``llm_breaker.report`` signal-with-starts the breaker, so the first failure creates it. Errors propagate,
   so the local activity's retry policy retries them.
 """
@@ -85,24 +86,16 @@ class LlmBreakerActivities:
             self._forget(model, kept[1])
         return state
 
-    def closed_since(self, model: str) -> float | None:
-        """When (``time.monotonic()``) this worker asked the breaker of ``model`` and found it closed with no
-        failures, while that answer is fresh; ``None`` otherwise. Never asks: a run whose model call finds nothing
-        here checks before its next call, and that check refreshes what is kept."""
-        kept = self._closed.get(model)
-        if kept is None or not kept[1].done() or kept[1].cancelled():
-            return None
-        asked, query = kept
-        if time.monotonic() - asked >= CLOSED_FRESH_SECONDS:
-            return None
-        error = query.exception()
-        if error is None:
-            state = query.result()
-        elif isinstance(error, RPCError) and error.status == RPCStatusCode.NOT_FOUND:
-            state = BreakerState()  # no breaker yet: closed
-        else:
-            return None
-        return asked if state.phase == "closed" and state.failures == 0 else None
+    async def closed_without_failures(self, model: str) -> bool:
+        """Whether a gated model call may go ahead (``activities/model.py``): the breaker of ``model`` is closed
+        with no failures, by the answer this worker keeps or a new query; or it cannot be reached, since a broken
+        breaker must not stop model calls. Never acquires a probe: that is the run's check."""
+        try:
+            state = await self._state(model)
+        except Exception as exc:
+            activity.logger.warning("circuit breaker of %s unreadable, admitting the call: %s", model, exc)
+            return True
+        return state.phase == "closed" and state.failures == 0
 
     def _forget(self, model: str, query: asyncio.Task[BreakerState] | None = None) -> None:
         """Drop the kept answer for ``model`` (only if it is still ``query``, when given)."""

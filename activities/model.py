@@ -10,9 +10,10 @@ model call, and the answer returns only once they are stored, since the run's ne
 (``activities/transcripts.py``). The result is recorded in workflow history, so the workflow sees the same
 ``AIMessage`` on replay. When the call asks for live tokens (``ModelCallInput.live``) and the model streams, the
 answer is read with ``astream`` and published in batches while it is generated (``activities/live_tokens.py``); the
-result is still the complete message, under an id every attempt shares. When the run asks
-(``ModelCallInput.report_breaker``), the answer's metadata also says when this worker last saw the model's circuit
-breaker closed (``vocabulary/breaker.py``), so the run can skip its next breaker check.
+result is still the complete message, under an id every attempt shares. A gated call
+(``ModelCallInput.breaker_gate``) first asks this worker's view of the model's circuit breaker and, unless it is
+closed with no failures, fails with ``NOT_CLOSED_ERROR`` without calling the provider (the run then checks the
+breaker itself: ``middlewares/llm_error_handling.py``).
 
 ``input.model`` is a name from the worker's ``models:`` list (built here, its ``$VAR`` secrets read from this
 process's environment, so they never enter history) or a ``scripted:`` / ``openai:`` shorthand. Error text
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import time
 import uuid
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -46,7 +46,7 @@ from activities.models.script_file import ScriptError
 from activities.storage import ObjectStore, wait_out_outage
 from activities.tracing import model_span, record_usage
 from activities.transcripts import Preamble, TranscriptError, TranscriptStore
-from vocabulary.breaker import CLOSED_AT_KEY
+from vocabulary.breaker import NOT_CLOSED_ERROR
 from vocabulary.contracts import MODEL_INVOKE, LlmRetryNotice, ModelCallInput
 
 __all__ = ["MAX_HEARTBEAT_INTERVAL", "ModelActivities"]
@@ -70,13 +70,14 @@ class ModelActivities:
         models: Sequence[ModelEntry] = (),
         environ: Mapping[str, str] | None = None,
         stream_tokens: bool = True,
-        breaker_closed_since: Callable[[str], float | None] | None = None,
+        breaker_closed: Callable[[str], Awaitable[bool]] | None = None,
     ) -> None:
         """``store``: where the threads' message blobs live; requests that carry a transcript reference need it;
         live tokens are published there too. ``models``: the worker's ``models:`` list, built with ``$VAR`` values
         from ``environ``. ``stream_tokens``: publish answers while they are generated (when the call asks).
-        ``breaker_closed_since``: this process's breaker answers (``LlmBreakerActivities.closed_since``)."""
-        self._breaker_closed_since = breaker_closed_since
+        ``breaker_closed``: this process's view of a model's breaker, for gated calls
+        (``LlmBreakerActivities.closed_without_failures``); without it, gated calls go ahead."""
+        self._breaker_closed = breaker_closed
         self._transcripts = TranscriptStore(store) if store is not None else None
         self._store = store
         self._stream_tokens = stream_tokens
@@ -86,16 +87,16 @@ class ModelActivities:
     @implements(MODEL_INVOKE)
     async def invoke(self, input: ModelCallInput) -> AIMessage:
         """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
-        info, started = activity.info(), time.monotonic()
+        info = activity.info()
+        if input.breaker_gate and self._breaker_closed is not None and not await self._breaker_closed(input.model):
+            raise ApplicationError(
+                f"the circuit breaker of {input.model} is not closed: the run checks it before calling",
+                type=NOT_CLOSED_ERROR,
+                non_retryable=True,
+            )
         with model_span(input.model, purpose=input.purpose, attempt=info.attempt) as span:
             message = await self._invoke(input, info)
             record_usage(span, message.usage_metadata)
-        if input.report_breaker and self._breaker_closed_since is not None:
-            asked = self._breaker_closed_since(input.model)
-            if asked is not None:
-                # On the server's clock (this attempt's start), which the run's workflow.now() reads too.
-                closed_at = info.started_time + timedelta(seconds=asked - started)
-                message.response_metadata[CLOSED_AT_KEY] = closed_at.timestamp()
         return message
 
     async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:

@@ -1,7 +1,11 @@
 """LLMErrorHandling's side of the circuit breaker: admit a model call, and report how an admitted call ended.
 
 The breaker is consulted in the workflow (``middlewares/llm_error_handling.py`` says why) through the
-``llm_breaker.check`` local activity, before every agent call (since :data:`patches.BREAKER_CHECKS_EVERY_CALL`).
+``llm_breaker.check`` local activity, unless the run knows it closed: since :data:`patches.BREAKER_IN_MODEL_CALL`,
+a run whose last check or gated call found the breaker closed with no failures (``ctx.breaker_known_closed``, from
+history alone) gates its next call on the breaker in the model activity's worker instead
+(``ModelCallInput.breaker_gate``), and checks only when that call is turned away or a report changed the breaker.
+Runs between :data:`patches.BREAKER_CHECKS_EVERY_CALL` and that patch checked before every agent call.
 
 Runs between :data:`patches.BREAKER_KNOWN_CLOSED` and that patch skipped the check when the previous agent call's
 worker had seen the breaker closed with no failures less than ``CLOSED_FRESH_SECONDS`` ago in workflow time
@@ -60,6 +64,14 @@ class BreakerGate:
         self._max_attempts = max_attempts
         self._cap_delay_seconds = cap_delay_seconds
 
+    def known_closed(self, request: ModelRequest) -> bool:
+        """May the call leave the check to its worker: the run last found the breaker closed with no failures."""
+        ctx = request.ctx
+        return request.model in ctx.breaker_known_closed and ctx.patched(patches.BREAKER_IN_MODEL_CALL)
+
+    def forget_closed(self, request: ModelRequest) -> None:
+        request.ctx.breaker_known_closed.discard(request.model)
+
     async def admit(self, request: ModelRequest, holder: str) -> BreakerCheckResult:
         """May this call go ahead: the check's answer (or, in runs that recorded the old rule, known closed)."""
         ctx = request.ctx
@@ -91,13 +103,22 @@ class BreakerGate:
             return BreakerCheckResult(admitted=True)
         return admission
 
+    async def succeeded(self, request: ModelRequest, holder: str, admission: BreakerCheckResult) -> None:
+        """The admitted call succeeded: report it when the breaker has something it resets, else the run knows
+        the breaker closed with no failures."""
+        if admission.report_success:
+            await self.report(request, holder, "success")
+        else:
+            request.ctx.breaker_known_closed.add(request.model)
+
     async def release_probe(self, request: ModelRequest, holder: str, admission: BreakerCheckResult) -> None:
         if admission.probe:
             await self.report(request, holder, "release")
 
     async def report(self, request: ModelRequest, holder: str, outcome: Outcome) -> None:
-        # What the call's worker saw may predate this report: the next call asks.
+        # What the run knew of the breaker predates this report: the next call asks.
         request.ctx.breaker_closed_at.pop(request.model, None)
+        self.forget_closed(request)
         report = BreakerReport(outcome, holder, self._failure_threshold, self._recovery_timeout_sec)
         reported = await best_effort(
             call_activity(

@@ -43,6 +43,9 @@ class ModelRequest:
     state: ThreadState
     ctx: RunContext
     model: str
+    breaker_gate: bool = False
+    """The model activity turns the call away unless its worker knows the circuit breaker closed
+    (``ModelCallInput.breaker_gate``): LLMErrorHandling left the check to the call."""
 
     def override(self, **changes: Any) -> ModelRequest:
         return dataclasses.replace(self, **changes)

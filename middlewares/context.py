@@ -163,9 +163,12 @@ class RunContext(ABC):
         self._progress = progress or RunProgress()
         self._events = events or RunEvents()
         self.breaker_closed_at: dict[str, datetime] = {}
-        """Per model: when the worker of the run's last agent model call saw its circuit breaker closed with no
-        failures (``vocabulary/breaker.py``), as the engine took it from that call's answer; LLMErrorHandling
-        consumes it."""
+        """Per model, in runs recorded with LLMErrorHandling's old known-closed rule: when the worker of the run's
+        last agent model call saw its circuit breaker closed with no failures (``vocabulary/breaker.py``), as the
+        engine took it from that call's answer."""
+        self.breaker_known_closed: set[str] = set()
+        """Models whose circuit breaker this run last found closed with no failures (its check said so, or a
+        call gated on it went through): LLMErrorHandling leaves their next check to the model call."""
 
     @property
     def turn(self) -> int:
@@ -222,6 +225,11 @@ class RunContext(ABC):
         counts[purpose] = index + 1
         return index
 
+    def give_back_call_index(self, purpose: str, index: int) -> None:
+        """The call given ``index`` (the last one for ``purpose``) never reached the provider: the next one takes
+        its index."""
+        self._progress.call_counts[purpose] = index
+
     def emit(self, kind: str, **data: Any) -> None:
         """Record a progress event (``events`` query, progress stream, ``hartflow run --events``)."""
         self._events.add(kind, lambda: self.now().isoformat(), data)
@@ -263,12 +271,12 @@ class TemporalRunContext(RunContext):
 
     def take_patch_baseline(self) -> None:
         """Ask the baseline patch (``middlewares/patches.py``): the run's first command, so that every patch it
-        stands for is then taken without a marker of its own. A run recorded with the earlier baseline takes that
-        one's patches (asking the latest first records nothing in its replay)."""
-        if workflow.patched(patches.BASELINE):
-            self._in_baseline = patches.IN_BASELINE
-        elif workflow.patched(patches.BASELINE_1):
-            self._in_baseline = patches.IN_BASELINE_1
+        stands for is then taken without a marker of its own. A run recorded with an earlier baseline takes that
+        one's patches (asking a later one first records nothing in its replay)."""
+        for baseline, taken in patches.BASELINES:
+            if workflow.patched(baseline):
+                self._in_baseline = taken
+                return
 
     def now(self) -> datetime:
         return workflow.now()

@@ -19,16 +19,19 @@ retry policy (:func:`model_retry_policy`) and budget (:func:`retry_budget`), whi
 carries (``RunSettings.model_call_policy``) to every model call. The activity signals the run before each retry
 and the run records DeerFlow's ``llm_retry`` progress event (``workflows/run/model_call.py``).
 
-Where the breaker is consulted: in the workflow, before the model activity is scheduled. An open breaker then
-answers without any model activity (as in DeerFlow, the handler is not called), ``on_open: wait`` is a durable
-workflow timer, and the run — which always learns the final outcome, timeouts and worker crashes included —
-owns the half-open probe. Consulting inside the model activity could not skip scheduling the activity, could
-not wait on a timer, and would leave a probe stranded when its worker dies mid-call. The cost on a healthy
-breaker: per worker process, one query RPC a second (a closed answer is shared for that long:
-``activities/llm_breaker.py``), nothing in the breaker's history; per run, the check's local activity (one
-``MarkerRecorded`` event, and one more workflow-task round before the call) only when the run does not already
-know the breaker closed — the previous call's worker says when it last saw it so, and within the same second the
-run skips the check (``middlewares/_breaker_gate.py``).
+Where the breaker is consulted: in the workflow, before the model activity is scheduled, unless the run knows it
+closed. An open breaker then answers without any model activity (as in DeerFlow, the handler is not called),
+``on_open: wait`` is a durable workflow timer, and the run — which always learns the final outcome, timeouts and
+worker crashes included — owns the half-open probe. Consulting only inside the model activity could not skip
+scheduling the activity, could not wait on a timer, and would leave a probe stranded when its worker dies mid-call.
+The check is a local activity (one ``MarkerRecorded`` event and one more workflow-task round before the call), so a
+run that found the breaker closed with no failures — by its check, or by its previous call going through — leaves
+the next check to the call itself (``breaker_gate``, deterministic: the run's knowledge comes from its history).
+The model activity's worker then asks its own view of the breaker (shared by its calls, refreshed once a second:
+``activities/llm_breaker.py``) and, unless it is closed with no failures, turns the call away without calling the
+provider; the run forgets what it knew, checks, and calls the handler again (the inner middlewares run again, as
+they do for every retry in DeerFlow's own loop). An open breaker therefore costs a run at most one turned-away
+activity, when it opened since the run's last call; a closed one costs nothing after the run's first call.
 
 Per-run memory: none. Settings: :class:`LLMErrorHandlingConfig` (DeerFlow's ``llm_call`` and
 ``circuit_breaker`` sections). DeerFlow's process-wide ``max_concurrent_calls`` limiter is not reproduced: a
@@ -59,7 +62,8 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from middlewares._breaker_gate import BreakerGate
 from middlewares.base import Middleware, ModelHandler, ModelRequest
-from vocabulary.contracts import LlmRetryBudget
+from vocabulary.breaker import turned_away_by_breaker
+from vocabulary.contracts import BreakerCheckResult, LlmRetryBudget
 
 QUOTA_TEXT = (
     "The configured LLM provider rejected the request because the account is out of quota, billing is "
@@ -213,6 +217,11 @@ class LLMErrorHandlingMiddleware(Middleware):
     async def wrap_model_call(self, request: ModelRequest, handler: ModelHandler) -> AIMessage:
         ctx, breaker = request.ctx, self._breaker
         holder = f"{ctx.workflow_id}/{ctx.run_id}/turn-{ctx.turn}"
+        if breaker.known_closed(request):
+            try:
+                return await self._call(request.override(breaker_gate=True), handler, holder, _UNCHECKED)
+            except _TurnedAway:
+                pass  # the breaker changed since this run's last call: ask it, as a run that knows nothing does
         admission = await breaker.admit(request, holder)
         while not admission.admitted:
             if self.config.circuit_breaker.on_open == "fallback":
@@ -221,12 +230,23 @@ class LLMErrorHandlingMiddleware(Middleware):
             ctx.emit("llm_circuit_wait", phase=admission.phase, wait_ms=int(wait.total_seconds() * 1000))
             await workflow.sleep(wait, summary="LLMErrorHandling.wrap_model_call · circuit open, waiting")
             admission = await breaker.check(request, holder)
+        return await self._call(request, handler, holder, admission)
+
+    async def _call(
+        self, request: ModelRequest, handler: ModelHandler, holder: str, admission: BreakerCheckResult
+    ) -> AIMessage:
+        """The admitted call, its outcome reported to the breaker as ``admission`` asks; a failure for good becomes
+        DeerFlow's fallback message. A gated call its worker turned away raises :class:`_TurnedAway`."""
+        breaker = self._breaker
         try:
             response = await handler(request)
         except ActivityError as error:
             if is_cancelled_exception(error):
                 await breaker.release_probe(request, holder, admission)
                 raise
+            if turned_away_by_breaker(error):
+                breaker.forget_closed(request)
+                raise _TurnedAway from None
             failure = describe_failure(error)
             # Burst-rate exhaustion is the provider shedding a ramp, not the provider being down: never trip.
             if failure.retriable and failure.reason != "burst_rate":
@@ -238,6 +258,13 @@ class LLMErrorHandlingMiddleware(Middleware):
             # Never wider: an eviction or a collected orphan (BaseExceptions) must end the run untouched.
             await breaker.release_probe(request, holder, admission)
             raise
-        if admission.report_success:
-            await breaker.report(request, holder, "success")
+        await breaker.succeeded(request, holder, admission)
         return response
+
+
+class _TurnedAway(Exception):
+    """A gated model call found the breaker not closed: the provider was not called."""
+
+
+_UNCHECKED = BreakerCheckResult(admitted=True)
+"""A call gated on the breaker in its worker: nothing to release or report on success."""

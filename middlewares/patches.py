@@ -7,9 +7,9 @@ core records a marker and upserts the ``TemporalChangeVersion`` search attribute
 temporalio/sdk-core#495): two history events and a visibility write, in every run, for every patch ever made. With
 fourteen of them, a five-turn run spent more events on patch bookkeeping than on its tool calls.
 
-So a run asks :data:`BASELINE` first, once (``TemporalRunContext.take_patch_baseline``). A run that recorded it
-takes every patch in :data:`IN_BASELINE` without asking: one marker and one upsert in all. A run whose history
-lacks it asks the baseline before it (:data:`BASELINE_1`, standing for :data:`IN_BASELINE_1`), and a run recorded
+So a run asks the baselines, newest first, once (:data:`BASELINES`, ``TemporalRunContext.take_patch_baseline``). A
+run that recorded :data:`BASELINE` takes every patch in :data:`IN_BASELINE` without asking: one marker and one
+upsert in all. A run whose history lacks it takes the set of the newest baseline it did record, and a run recorded
 before any baseline asks each patch as it always did. A change made after the latest baseline gets a patch of its
 own, asked as usual, until a new baseline takes it in; ids are never reused, and a baseline's set never changes
 (``tests/test_patches.py``).
@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Final
 
-BASELINE: Final = "hartflow-baseline-2"
+BASELINE: Final = "hartflow-baseline-3"
 """Runs started since this marker take every patch of :data:`IN_BASELINE`."""
+BASELINE_2: Final = "hartflow-baseline-2"
 BASELINE_1: Final = "hartflow-baseline-1"
 """The first baseline: runs that recorded it take every patch of :data:`IN_BASELINE_1`."""
 
@@ -42,7 +43,8 @@ TURNS_REFRESH: Final = "hartflow-turns-refresh"
 TURNS_BY_COUNT: Final = "hartflow-turns-by-count"
 BREAKER_CHECKS_EVERY_CALL: Final = "hartflow-breaker-checks-every-call"
 LOCAL_FAILURE_AS_ACTIVITY_ERROR: Final = "hartflow-local-failure-as-activity-error"
-"""After :data:`BASELINE`: asked where a local activity failed for good, so runs without one keep their history."""
+"""Asked where a local activity failed for good, so runs of baseline 2 without one keep their history."""
+BREAKER_IN_MODEL_CALL: Final = "hartflow-breaker-in-model-call"
 
 IN_BASELINE_1: Final = frozenset(
     {
@@ -62,4 +64,8 @@ IN_BASELINE_1: Final = frozenset(
         TURNS_REFRESH,
     }
 )
-IN_BASELINE: Final = IN_BASELINE_1 | {TURNS_BY_COUNT, BREAKER_CHECKS_EVERY_CALL}
+IN_BASELINE_2: Final = IN_BASELINE_1 | {TURNS_BY_COUNT, BREAKER_CHECKS_EVERY_CALL}
+IN_BASELINE: Final = IN_BASELINE_2 | {LOCAL_FAILURE_AS_ACTIVITY_ERROR, BREAKER_IN_MODEL_CALL}
+
+BASELINES: Final = ((BASELINE, IN_BASELINE), (BASELINE_2, IN_BASELINE_2), (BASELINE_1, IN_BASELINE_1))
+"""Every baseline and the patches it stands for, newest first: the order a run asks them in."""

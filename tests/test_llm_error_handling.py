@@ -19,6 +19,7 @@ from middlewares.llm_error_handling import AUTH_TEXT, BURST_TEXT, CIRCUIT_OPEN_T
 from tests.support import start_run, thread_state, wait_for_history_event
 from vocabulary.breaker import (
     ACQUIRE_UPDATE,
+    NOT_CLOSED_ERROR,
     REPORT_SIGNAL,
     STATE_QUERY,
     WORKFLOW_NAME,
@@ -30,8 +31,8 @@ from vocabulary.breaker import (
 )
 from vocabulary.contracts import LLM_BREAKER_CHECK, LLM_BREAKER_REPORT
 from workers.config import HartflowConfig
-from workers.testing import answer, make_config, running_worker, settle, write_script
-from workers.testing.history import history_events, scheduled_activities
+from workers.testing import answer, ask_clarification, make_config, running_worker, settle, write_script
+from workers.testing.history import history_events, replay, scheduled_activities
 from workflows.run import RunView
 
 
@@ -339,6 +340,45 @@ async def test_a_breaker_opened_by_another_worker_turns_this_workers_calls_away_
 
     assert view.final_message == CIRCUIT_OPEN_TEXT
     assert "model.invoke" not in [name for name, _ in scheduled_activities(events)]
+
+
+async def test_a_breaker_opened_while_a_run_paused_turns_its_gated_call_away_without_calling_the_provider(
+    client: Client, home: Path, temporal_address: str
+) -> None:
+    """The run found the breaker closed, so its next call is gated in the model activity's worker
+    (``middlewares/_breaker_gate.py``). A new worker (nothing kept) sees the breaker open: it turns the call away,
+    the run checks and answers with the circuit-open fallback, and the script's next answer is never used."""
+    config = llm_config(home, temporal_address, threshold=1, recovery=3600)
+    model = write_script(home, [ask_clarification(options=["red", "blue"]), answer("never sent")])
+    async with running_worker(client, config):
+        handle = await start_run(client, config, "paint it", model=model)
+        assert (await settle(handle)).status == "awaiting_input"
+    await client.start_workflow(
+        WORKFLOW_NAME,
+        BreakerState(),
+        id=breaker_workflow_id(model),
+        task_queue=config.temporal.task_queue,
+        start_signal=REPORT_SIGNAL,
+        start_signal_args=[BreakerReport("failure", "elsewhere", 1, 3600)],
+    )
+    async with running_worker(client, config):
+        while (await breaker_state(client, model)).phase != "open":
+            pass
+        await handle.signal("clarification_reply", "blue")
+        view = await handle.result()
+        events = await history_events(handle)
+        await replay(client, handle)
+
+    assert (view.status, view.final_message) == ("error", CIRCUIT_OPEN_TEXT)
+    model_calls = [e for e in events if is_model_scheduled(e)]
+    assert len(model_calls) == 2, "the question, then the gated call: none after the check said open"
+    gated = json.loads(model_calls[1].activity_task_scheduled_event_attributes.input.payloads[0].data)
+    assert gated["breaker_gate"] is True
+    [failed] = [e for e in events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    failure = failed.activity_task_failed_event_attributes.failure
+    assert failure.application_failure_info.type == NOT_CLOSED_ERROR
+    assert breaker_markers(events) == [LLM_BREAKER_CHECK, LLM_BREAKER_CHECK], "first call, then after the refusal"
+    assert [m["content"] for m in ai_messages(home, handle)][-1] == CIRCUIT_OPEN_TEXT
 
 
 async def test_half_open_admits_one_probe_and_its_success_closes_the_breaker(

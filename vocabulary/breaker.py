@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from temporalio.exceptions import ApplicationError
+
 WORKFLOW_NAME = "HartflowCircuitBreaker"
 WORKFLOW_ID_PREFIX = "hartflow-breaker-"
 STATE_QUERY = "state"
@@ -18,13 +20,16 @@ ACQUIRE_UPDATE = "acquire"
 REPORT_SIGNAL = "report"
 
 CLOSED_FRESH_SECONDS = 1.0
-"""How long a breaker's *closed* answer is trusted without asking it again: by a worker for its checks
-(``activities/llm_breaker.py``), and by a run for its next model call, from what the previous call's worker saw
-(:func:`take_closed_at`)."""
+"""How long a breaker's *closed* answer is trusted by a worker without asking it again, for its checks and its
+gated model calls (``activities/llm_breaker.py``)."""
+NOT_CLOSED_ERROR = "CircuitNotClosed"
+"""The ``ApplicationError`` type of a gated model call (``ModelCallInput.breaker_gate``) that its worker turned
+away without calling the provider: the breaker was not closed with no failures."""
 CLOSED_AT_KEY = "hartflow_breaker_closed_at"
-"""The model answer's ``response_metadata`` key under which its worker says when it last saw the breaker closed
-with no failures (seconds since the epoch, on the Temporal server's clock); the run takes it out before the
-answer reaches any middleware or the thread state."""
+"""The model answer's ``response_metadata`` key under which, in runs recorded between the patches
+``hartflow-breaker-known-closed`` and ``hartflow-breaker-in-model-call``, its worker said when it last saw the
+breaker closed with no failures (seconds since the epoch, on the Temporal server's clock). Their replay reads it
+(:func:`take_closed_at`); workers no longer write it."""
 
 Phase = Literal["closed", "open", "half_open"]
 Outcome = Literal["success", "failure", "release"]
@@ -73,6 +78,12 @@ class Admission:
     phase: Phase
     retry_at: datetime | None = None
     """For a denied caller: when the breaker may admit a call again."""
+
+
+def turned_away_by_breaker(error: BaseException) -> bool:
+    """Whether a model call's ``ActivityError`` is its worker turning a gated call away (:data:`NOT_CLOSED_ERROR`)."""
+    cause = error.__cause__
+    return isinstance(cause, ApplicationError) and cause.type == NOT_CLOSED_ERROR
 
 
 def take_closed_at(metadata: dict[str, Any]) -> datetime | None:

@@ -154,7 +154,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
         store.load,
         store.commit,
         RunArchiveActivities(objects).archive,
-        ModelActivities(objects, config.models, os.environ, breaker_closed_since=breaker.closed_since).invoke,
+        ModelActivities(objects, config.models, os.environ, breaker_closed=breaker.closed_without_failures).invoke,
         breaker.check,
         breaker.report,
         tools.execute,

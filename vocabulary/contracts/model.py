@@ -46,9 +46,10 @@ class ModelCallInput:
     since the previous request, so a turn's history cost does not grow with the conversation."""
     live: LiveTokens | None = None
     """Publish the answer's tokens while they are generated (``vocabulary/live_tokens.py``); ``None``: don't."""
-    report_breaker: bool = False
-    """Say in the answer's metadata when this worker last saw the model's circuit breaker closed
-    (``vocabulary/breaker.py``: ``CLOSED_AT_KEY``), so the run may skip its next check."""
+    breaker_gate: bool = False
+    """Call the provider only if this worker knows the model's circuit breaker closed with no failures (asking it
+    when its kept answer is stale); otherwise fail at once, not retried, with ``NOT_CLOSED_ERROR``
+    (``vocabulary/breaker.py``). LLMErrorHandling sets it when it left the check to the call."""
 
 
 @dataclass

@@ -2,8 +2,10 @@
 ``wrap_model_call`` chain to the innermost handler, the model call, and the ``llm_retry`` notices the model
 activity sends back while Temporal retries it.
 
-The answer's metadata may say when its worker last saw the model's circuit breaker closed
-(``vocabulary/breaker.py``): taken out here, onto the run context, for LLMErrorHandling's next check.
+In runs recorded before ``hartflow-breaker-in-model-call``, the answer's metadata may say when its worker last saw
+the model's circuit breaker closed (``vocabulary/breaker.py``): taken out here, onto the run context, for the
+replay of LLMErrorHandling's old known-closed rule. A call the breaker turned away (``breaker_gate``) gives its
+call index back: the provider never saw it.
 
 The messages go by reference (``vocabulary/transcript.py``): only those the previous request did not carry travel
 in history, and the cursor that knows which is the run's (``RunFields.transcript``, carried across
@@ -13,12 +15,13 @@ continue-as-new).
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, SystemMessage
+from temporalio.exceptions import ActivityError
 
 from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.base import ModelRequest
 from middlewares.context import RunContext
-from vocabulary.breaker import take_closed_at
+from vocabulary.breaker import take_closed_at, turned_away_by_breaker
 from vocabulary.contracts import LLM_RETRY_SIGNAL, MODEL_INVOKE, LiveTokens, LlmRetryNotice, ModelCallInput
 from vocabulary.live_tokens import chain_prefix
 from vocabulary.text import model_label
@@ -69,26 +72,32 @@ class ModelCall:
         by_hash = ctx.patched(patches.PREAMBLE_BY_HASH)
         preamble = preamble_json(request.system_message, tools) if by_hash else None
         transcript, cursor = self._fields.transcript.reference(ctx.thread, request.messages, self._hasher, preamble)
-        message = await call_activity(
-            ctx,
-            MODEL_INVOKE,
-            ModelCallInput(
-                model=request.model,
-                messages=[],
-                transcript=transcript,
-                system_message=None if by_hash else request.system_message,
-                tools=[] if by_hash else tools,
-                purpose="agent",
-                call_index=ctx.next_call_index("agent"),
-                run_key=f"{ctx.workflow_id}/{ctx.run_id}",
-                retry=ctx.model_calls.retry_budget,
-                retry_signal=LLM_RETRY_SIGNAL,
-                live=live,
-                report_breaker=True,
-            ),
-            summary=f"model {model_label(request.model)} · turn {ctx.turn}",
-            options=ctx.model_calls.options,
-        )
+        call_index = ctx.next_call_index("agent")
+        try:
+            message = await call_activity(
+                ctx,
+                MODEL_INVOKE,
+                ModelCallInput(
+                    model=request.model,
+                    messages=[],
+                    transcript=transcript,
+                    system_message=None if by_hash else request.system_message,
+                    tools=[] if by_hash else tools,
+                    purpose="agent",
+                    call_index=call_index,
+                    run_key=f"{ctx.workflow_id}/{ctx.run_id}",
+                    retry=ctx.model_calls.retry_budget,
+                    retry_signal=LLM_RETRY_SIGNAL,
+                    live=live,
+                    breaker_gate=request.breaker_gate,
+                ),
+                summary=f"model {model_label(request.model)} · turn {ctx.turn}",
+                options=ctx.model_calls.options,
+            )
+        except ActivityError as error:
+            if turned_away_by_breaker(error):
+                ctx.give_back_call_index("agent", call_index)
+            raise
         self._fields.transcript = cursor
         closed_at = take_closed_at(message.response_metadata)
         if closed_at is not None:
