@@ -1,7 +1,8 @@
 """Per-turn overhead: N-turn runs (one tool call per turn), every system side by side, ms/turn and ratio to floor.
 
-For each system and N: one session, a short warm-up run (not counted), then ``repetitions`` timed runs (at
-least nine for N ≤ 10); the reported value is the median run's wall time (client side, start to result)
+Each N in turn, every system at it (so a system and the floor are measured minutes apart, not a section apart);
+for each: one session, a short warm-up run (not counted), then ``repetitions`` timed runs (at least nine for
+N ≤ 10); the reported value is the median run's wall time (client side, start to result)
 divided by N. A system whose cost per turn grows with N (a checkpoint or a history that carries the whole
 conversation) is projected from its last two sizes: a measurement gets as many repetitions as fit in
 ``max_run_seconds`` (at least one), and is skipped (with the projection recorded) when a single run would
@@ -41,37 +42,15 @@ async def run(
 ) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     short_run_repetitions = None if ctx.smoke else max(ctx.repetitions, SHORT_RUN_REPETITIONS)
-    for system in systems:
-        previous: list[tuple[int, float]] = []
-        for n in sizes:
-            projected = projected_run_seconds(previous, n)
-            repetitions = short_run_repetitions if short_run_repetitions and n <= SHORT_RUN_TURNS else ctx.repetitions
-            row: dict[str, Any] = {"system": system, "n": n}
-            if projected is not None:
-                # As many repetitions as fit in the budget, at least one: trim repetitions, never N.
-                repetitions = max(1, min(repetitions, int(ctx.max_run_seconds // max(projected, 1e-9))))
-            if projected is not None and projected > ctx.max_run_seconds:
-                rows.append({**row, "skipped": f"projected {projected:.0f} s per run > {ctx.max_run_seconds:.0f} s"})
-                print(f"bench:   {system} N={n}: {rows[-1]['skipped']}", file=sys.stderr, flush=True)
-                continue
-            async with open_session(system, ctx, [ctx.warmup_turns] + [n] * repetitions) as session:
-                await session.run(ctx.warmup_turns)
-                results = [await session.run(n) for _ in range(repetitions)]
-            failed = next((result for result in results if result.failure), None)
-            if failed is not None:
-                if failed.history is not None and system in TEMPORAL_SYSTEMS:
-                    histories[(system, n)] = {**failed.history, "failure": failed.failure}
-                rows.append({**row, "failed": failed.failure})
-                print(f"bench:   {system} N={n}: failed: {failed.failure}", file=sys.stderr, flush=True)
-                continue
-            seconds = median([result.seconds for result in results])
-            previous.append((n, seconds / n))
-            row.update(ms_per_turn=round_ms(seconds / n), runs_ms=[round_ms(r.seconds) for r in results])
-            if system in TEMPORAL_SYSTEMS:
-                # The history of the median run (histories of one system and N are all alike).
-                histories[(system, n)] = min(results, key=lambda r: abs(r.seconds - seconds)).history or {}
+    previous: dict[str, list[tuple[int, float]]] = {system: [] for system in systems}
+    # Every system at one N before the next N: the ratios compare runs minutes apart, not a whole section apart,
+    # which on a shared machine whose speed drifts is most of what keeps them steady.
+    for n in sizes:
+        for system in systems:
+            row = await _measure(ctx, system, n, previous[system], short_run_repetitions, histories)
             rows.append(row)
-            print(f"bench:   {system} N={n}: {row['ms_per_turn']} ms/turn", file=sys.stderr, flush=True)
+            if "ms_per_turn" in row:
+                previous[system].append((n, row["ms_per_turn"] / 1000))
     floor = {row["n"]: row["ms_per_turn"] for row in rows if row["system"] == "floor" and "ms_per_turn" in row}
     for row in rows:
         if "ms_per_turn" in row and row["n"] in floor:
@@ -84,6 +63,43 @@ async def run(
         "langchain_noop_middlewares": hartflow_chain_length(),
         "rows": rows,
     }
+
+
+async def _measure(
+    ctx: BenchContext,
+    system: str,
+    n: int,
+    previous: list[tuple[int, float]],
+    short_run_repetitions: int | None,
+    histories: dict[tuple[str, int], dict[str, Any]],
+) -> dict[str, Any]:
+    """One system at one N: its row (ms/turn, or why it was skipped or failed)."""
+    projected = projected_run_seconds(previous, n)
+    repetitions = short_run_repetitions if short_run_repetitions and n <= SHORT_RUN_TURNS else ctx.repetitions
+    row: dict[str, Any] = {"system": system, "n": n}
+    if projected is not None:
+        # As many repetitions as fit in the budget, at least one: trim repetitions, never N.
+        repetitions = max(1, min(repetitions, int(ctx.max_run_seconds // max(projected, 1e-9))))
+    if projected is not None and projected > ctx.max_run_seconds:
+        row["skipped"] = f"projected {projected:.0f} s per run > {ctx.max_run_seconds:.0f} s"
+        print(f"bench:   {system} N={n}: {row['skipped']}", file=sys.stderr, flush=True)
+        return row
+    async with open_session(system, ctx, [ctx.warmup_turns] + [n] * repetitions) as session:
+        await session.run(ctx.warmup_turns)
+        results = [await session.run(n) for _ in range(repetitions)]
+    failed = next((result for result in results if result.failure), None)
+    if failed is not None:
+        if failed.history is not None and system in TEMPORAL_SYSTEMS:
+            histories[(system, n)] = {**failed.history, "failure": failed.failure}
+        print(f"bench:   {system} N={n}: failed: {failed.failure}", file=sys.stderr, flush=True)
+        return {**row, "failed": failed.failure}
+    seconds = median([result.seconds for result in results])
+    row.update(ms_per_turn=round_ms(seconds / n), runs_ms=[round_ms(r.seconds) for r in results])
+    if system in TEMPORAL_SYSTEMS:
+        # The history of the median run (histories of one system and N are all alike).
+        histories[(system, n)] = min(results, key=lambda r: abs(r.seconds - seconds)).history or {}
+    print(f"bench:   {system} N={n}: {row['ms_per_turn']} ms/turn", file=sys.stderr, flush=True)
+    return row
 
 
 __all__ = ["SYSTEMS", "run"]
