@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from bench import history, per_turn, recovery, report, resume, throughput
-from bench.common import BenchContext
+from bench.common import FAMILIES, BenchContext
 from bench.systems import SYSTEMS
 from workers.devserver import DevServer, free_port
 from workers.devserver_options import DevServerOptions
 from workers.process_exit import hard_exit
 
-FAMILIES = ("per_turn", "history", "throughput", "resume", "recovery")
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -104,6 +103,7 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     if args.resume_from:
         results = json.loads(args.resume_from.read_text(encoding="utf-8"))
         results.setdefault("commands", [results.pop("command", "(unknown)")])
+        results["machine"] = report.machine()  # the machine as it is for what this command measures again
         if not args.only:  # finishing an interrupted run: what it measured is kept
             only = [family for family in only if family not in results]
     results["commands"].append(command)
@@ -141,9 +141,10 @@ async def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             for family in FAMILIES:  # in this order: history reuses what per_turn measured
                 if family in only:
                     print(f"bench: {family} …", file=sys.stderr, flush=True)
-                    started = time.perf_counter()
+                    started, cpu_before = time.perf_counter(), report.cpu_times()
                     results[family] = await families[family]()
                     results[family]["seconds"] = round(time.perf_counter() - started, 1)
+                    results[family]["cpu_steal_percent"] = report.steal_percent(cpu_before, report.cpu_times())
                     results["wall_seconds"] = round(time.perf_counter() - began, 1)
                     write_json(args.out, results)  # so far: a later family that crashes loses nothing
         finally:

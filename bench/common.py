@@ -78,5 +78,8 @@ def is_event(event: Any, kind: int) -> bool:
     return bool(event.event_type == kind)
 
 
+FAMILIES = ("per_turn", "history", "throughput", "resume", "recovery")
+"""The benchmark families, in the order ``python -m bench`` runs them (history reuses what per_turn measured)."""
+
 ACTIVITY_SCHEDULED = EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
 ACTIVITY_STARTED = EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED

