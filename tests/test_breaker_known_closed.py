@@ -18,14 +18,14 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.model import ModelActivities
 from middlewares.base import ModelRequest
 from middlewares.llm_error_handling import CIRCUIT_OPEN_TEXT, LLMErrorHandlingMiddleware
 from middlewares.patches import BREAKER_CHECKS_EVERY_CALL, BREAKER_IN_MODEL_CALL, BREAKER_KNOWN_CLOSED
-from tests.support import StubRunContext, start_run, thread_state
+from tests.support import StubRunContext, activity_error, start_run, thread_state
 from vocabulary.breaker import (
     CLOSED_AT_KEY,
     CLOSED_FRESH_SECONDS,
@@ -99,17 +99,7 @@ def checks(ctx: StubRunContext) -> int:
 
 def turned_away() -> ActivityError:
     """What the run sees of a gated model call its worker turned away."""
-    error = ActivityError(
-        "Activity task failed",
-        scheduled_event_id=5,
-        started_event_id=6,
-        identity="test",
-        activity_type="model.invoke",
-        activity_id="1",
-        retry_state=RetryState.NON_RETRYABLE_FAILURE,
-    )
-    error.__cause__ = ApplicationError("not closed", type=NOT_CLOSED_ERROR, non_retryable=True)
-    return error
+    return activity_error(ApplicationError("not closed", type=NOT_CLOSED_ERROR, non_retryable=True))
 
 
 class GatedModel:

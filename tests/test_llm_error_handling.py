@@ -131,6 +131,20 @@ async def breaker_state(client: Client, model: str) -> BreakerState:
     return state
 
 
+async def report_to_breaker(
+    client: Client, config: HartflowConfig, model: str, report: BreakerReport
+) -> WorkflowHandle[Any, Any]:
+    """Send ``report`` to the breaker of ``model`` as a worker does (signal-with-start: the first one creates it)."""
+    return await client.start_workflow(
+        WORKFLOW_NAME,
+        BreakerState(),
+        id=breaker_workflow_id(model),
+        task_queue=config.temporal.task_queue,
+        start_signal=REPORT_SIGNAL,
+        start_signal_args=[report],
+    )
+
+
 async def run_once(
     client: Client, config: HartflowConfig, model: str
 ) -> tuple[RunView, list[Any], WorkflowHandle[Any, RunView]]:
@@ -323,14 +337,7 @@ async def test_a_breaker_opened_by_another_worker_turns_this_workers_calls_away_
         view, _, _ = await run_once(client, config, model)
         assert view.final_message == "hi"  # this worker now keeps "closed"
         # Another worker's exhausted call opens the breaker: its report, as that worker sends it.
-        await client.start_workflow(
-            WORKFLOW_NAME,
-            BreakerState(),
-            id=breaker_workflow_id(model),
-            task_queue=config.temporal.task_queue,
-            start_signal=REPORT_SIGNAL,
-            start_signal_args=[BreakerReport("failure", "elsewhere", 1, 3600)],
-        )
+        await report_to_breaker(client, config, model, BreakerReport("failure", "elsewhere", 1, 3600))
         while (await breaker_state(client, model)).phase != "open":
             pass
         while True:
@@ -353,14 +360,7 @@ async def test_a_breaker_opened_while_a_run_paused_turns_its_gated_call_away_wit
     async with running_worker(client, config):
         handle = await start_run(client, config, "paint it", model=model)
         assert (await settle(handle)).status == "awaiting_input"
-    await client.start_workflow(
-        WORKFLOW_NAME,
-        BreakerState(),
-        id=breaker_workflow_id(model),
-        task_queue=config.temporal.task_queue,
-        start_signal=REPORT_SIGNAL,
-        start_signal_args=[BreakerReport("failure", "elsewhere", 1, 3600)],
-    )
+    await report_to_breaker(client, config, model, BreakerReport("failure", "elsewhere", 1, 3600))
     async with running_worker(client, config):
         while (await breaker_state(client, model)).phase != "open":
             pass
@@ -476,14 +476,7 @@ async def test_the_breaker_continues_as_new_without_losing_reports(
     model = write_script(home, [answer("unused")])
     report = BreakerReport("failure", "test", failure_threshold=10_000, recovery_timeout_sec=60)
     async with running_worker(client, config):
-        breaker = await client.start_workflow(
-            WORKFLOW_NAME,
-            BreakerState(),
-            id=breaker_workflow_id(model),
-            task_queue=config.temporal.task_queue,
-            start_signal=REPORT_SIGNAL,
-            start_signal_args=[report],
-        )
+        breaker = await report_to_breaker(client, config, model, report)
         first = client.get_workflow_handle(breaker.id, run_id=breaker.result_run_id)
         sent = 1
         # Each report adds history; the session's server suggests continue-as-new after 150 events.

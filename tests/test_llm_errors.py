@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState, TimeoutType
+from temporalio.exceptions import ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 from activities.llm_errors import (
@@ -40,7 +40,7 @@ from middlewares.llm_error_handling import (
     model_retry_policy,
     retry_budget,
 )
-from tests.support import StubRunContext
+from tests.support import StubRunContext, activity_error
 from vocabulary.breaker import BreakerReport, BreakerState, ProbeRequest, breaker_workflow_id
 from vocabulary.contracts import (
     LLM_BREAKER_CHECK,
@@ -338,20 +338,6 @@ def test_stream_chunk_timeout_gets_one_retry_and_non_retriable_errors_none() -> 
 
 
 # -- fallbacks and config --------------------------------------------------------------------------------------
-
-
-def activity_error(cause: BaseException) -> ActivityError:
-    error = ActivityError(
-        "Activity task failed",
-        scheduled_event_id=5,
-        started_event_id=6,
-        identity="test",
-        activity_type="model.invoke",
-        activity_id="1",
-        retry_state=RetryState.NON_RETRYABLE_FAILURE,
-    )
-    error.__cause__ = cause
-    return error
 
 
 @pytest.mark.parametrize(

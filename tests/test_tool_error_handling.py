@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import HumanMessage, ToolMessage
 from temporalio.client import Client
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState, TimeoutError, TimeoutType
+from temporalio.exceptions import ApplicationError, CancelledError, TimeoutError, TimeoutType
 
 from middlewares._tool_meta import TOOL_META_KEY, classify_error_text, tool_result_meta
 from middlewares.base import Command, ToolCallRequest, ToolResult
 from middlewares.tool_error_handling import ToolErrorHandlingMiddleware
-from tests.support import StubRunContext, sole_thread_state, start_run
+from tests.support import StubRunContext, activity_error, sole_thread_state, start_run
 from vocabulary.contracts import MODEL_INVOKE, ModelCallInput
 from vocabulary.state import ThreadState
 from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
@@ -24,20 +24,6 @@ from workers.testing.history import history_events, scheduled_inputs
 
 def _request(name: Any = "web_search", call_id: Any = "call-1") -> ToolCallRequest:
     return ToolCallRequest({"name": name, "id": call_id, "args": {}}, None, ThreadState(), StubRunContext())
-
-
-def _activity_error(cause: BaseException) -> ActivityError:
-    error = ActivityError(
-        "Activity task failed",
-        scheduled_event_id=5,
-        started_event_id=6,
-        identity="worker",
-        activity_type="tool.execute",
-        activity_id="1",
-        retry_state=RetryState.MAXIMUM_ATTEMPTS_REACHED,
-    )
-    error.__cause__ = cause
-    return error
 
 
 async def _run(exc: BaseException, request: ToolCallRequest | None = None) -> ToolResult:
@@ -51,7 +37,7 @@ async def _run(exc: BaseException, request: ToolCallRequest | None = None) -> To
 
 
 async def test_a_failed_activity_becomes_the_error_message_of_the_original_exception() -> None:
-    result = await _run(_activity_error(ApplicationError("upstream exploded", type="RuntimeError")))
+    result = await _run(activity_error(ApplicationError("upstream exploded", type="RuntimeError")))
     assert isinstance(result, ToolMessage)
     assert result.content == (
         "Error: Tool 'web_search' failed with RuntimeError: upstream exploded. "
@@ -68,7 +54,7 @@ async def test_a_failed_activity_becomes_the_error_message_of_the_original_excep
 
 
 async def test_the_exception_meta_is_classified_from_class_and_detail() -> None:
-    result = await _run(_activity_error(ApplicationError("connection refused", type="ConnectionError")))
+    result = await _run(activity_error(ApplicationError("connection refused", type="ConnectionError")))
     assert isinstance(result, ToolMessage)
     meta = result.additional_kwargs[TOOL_META_KEY]
     assert (meta["error_type"], meta["recommended_next_action"], meta["source"]) == (
@@ -80,7 +66,7 @@ async def test_the_exception_meta_is_classified_from_class_and_detail() -> None:
 
 async def test_an_activity_timeout_is_reported_as_such() -> None:
     timeout = TimeoutError("activity StartToClose timeout", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[])
-    result = await _run(_activity_error(timeout))
+    result = await _run(activity_error(timeout))
     assert isinstance(result, ToolMessage)
     assert str(result.content).startswith(
         "Error: Tool 'web_search' failed with TimeoutError: activity StartToClose timeout."
@@ -98,7 +84,7 @@ async def test_an_activity_timeout_is_reported_as_such() -> None:
     ],
 )
 async def test_the_detail_is_at_most_500_characters(message: str, detail: str) -> None:
-    result = await _run(_activity_error(ApplicationError(message, type="KeyError")))
+    result = await _run(activity_error(ApplicationError(message, type="KeyError")))
     assert isinstance(result, ToolMessage)
     assert result.content == (
         f"Error: Tool 'web_search' failed with KeyError: {detail}. "
@@ -124,7 +110,7 @@ async def test_missing_name_and_id_fall_back() -> None:
     [
         asyncio.CancelledError(),
         CancelledError("cancelled"),
-        _activity_error(CancelledError("cancelled")),
+        activity_error(CancelledError("cancelled")),
     ],
 )
 async def test_cancellation_is_never_swallowed(cancellation: BaseException) -> None:
