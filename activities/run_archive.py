@@ -16,6 +16,10 @@ at ``users/{user}/threads/{thread}/runs/{run_id}.json`` on the configured backen
       ]
     }
 
+A run that closes with ``run.close`` (``activities/run_close.py``) holds its ``run_finished`` event back until
+the archive and its final commit are stored, so the archive's input carries it apart (``RunArchiveInput.held``):
+it is stored as the last event, at the offset the run then publishes it at.
+
 A stream too large for one activity input arrives in parts (``workflows/run/archive.py``): every part but the
 last is stored first, create-only, at ``runs/{run_id}.part-{k}.json`` (``{"format", "run_id", "part",
 "events"}``); the last one is the record above, with ``"parts": n`` and the events of its own slice, so a reader
@@ -144,7 +148,7 @@ def archive_record(input: RunArchiveInput, converter: PayloadConverter) -> dict[
         "run_id": input.run_id,
         "version": input.version,
         "view": input.view,
-        "events": _events(input.stream, converter),
+        "events": _events(input.stream, converter) + _held(input),
     }
 
 
@@ -158,6 +162,14 @@ def _events(stream: WorkflowStreamState, converter: PayloadConverter) -> list[di
             {"offset": stream.base_offset + index, "topic": item.topic, "data": converter.from_payload(payload)}
         )
     return events
+
+
+def _held(input: RunArchiveInput) -> list[dict[str, Any]]:
+    """The item the run publishes once this archive is stored, at the offset after the stream's last item."""
+    if input.held is None:
+        return []
+    offset = input.stream.base_offset + len(input.stream.log)
+    return [{"offset": offset, "topic": input.held.topic, "data": input.held.data}]
 
 
 def store_run_archive(objects: ObjectStore, input: RunArchiveInput, converter: PayloadConverter) -> str:

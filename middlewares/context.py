@@ -121,14 +121,44 @@ class RunEvents:
         self._offset = offset
         self._publish = publish
         self._before_each = before_each
+        self._held: RunEvent | None = None
+        self._behind_held: list[tuple[str, Callable[[], str], dict[str, Any]]] = []
 
     def add(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> None:
-        if self._before_each is not None:
-            self._offset += self._before_each()
-        event = RunEvent(self._offset + len(self.items), kind, at(), data)
+        if self._held is not None:
+            stamped = at()
+            self._behind_held.append((kind, lambda: stamped, data))
+            return
+        event = self._next(kind, at, data)
         self.items.append(event)
         if self._publish is not None:
             self._publish(event)
+
+    def hold(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> RunEvent:
+        """Number an event as the next one but keep it back until :meth:`release`; events added meanwhile wait
+        behind it, so it keeps its number. The run's ``run_finished`` is held while its final commit and its
+        archive (which stores the event) are written: no client learns the run finished before they are."""
+        if self._held is not None:
+            raise RuntimeError(f"event {self._held.kind} is held already")
+        self._held = self._next(kind, at, data)
+        return self._held
+
+    def release(self) -> None:
+        """Publish the held event, then the events that waited behind it."""
+        held, waiting = self._held, self._behind_held
+        if held is None:
+            return
+        self._held, self._behind_held = None, []
+        self.items.append(held)
+        if self._publish is not None:
+            self._publish(held)
+        for kind, at, data in waiting:
+            self.add(kind, at, data)
+
+    def _next(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> RunEvent:
+        if self._before_each is not None:
+            self._offset += self._before_each()
+        return RunEvent(self._offset + len(self.items), kind, at(), data)
 
 
 class RunContext(ABC):
@@ -233,6 +263,14 @@ class RunContext(ABC):
     def emit(self, kind: str, **data: Any) -> None:
         """Record a progress event (``events`` query, progress stream, ``hartflow run --events``)."""
         self._events.add(kind, lambda: self.now().isoformat(), data)
+
+    def hold_event(self, kind: str, **data: Any) -> RunEvent:
+        """Number a progress event now and publish it at :meth:`release_event` (``RunEvents.hold``)."""
+        return self._events.hold(kind, lambda: self.now().isoformat(), data)
+
+    def release_event(self) -> None:
+        """Publish the held event and whatever was emitted behind it."""
+        self._events.release()
 
     def stop(self, reason: str, event: str | None = None, **data: Any) -> None:
         """Stop the run for ``reason`` (its stop reason from now on, the only way to set one) and record the

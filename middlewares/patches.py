@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Final
 
-BASELINE: Final = "hartflow-baseline-3"
+BASELINE: Final = "hartflow-baseline-4"
 """Runs started since this marker take every patch of :data:`IN_BASELINE`."""
+BASELINE_3: Final = "hartflow-baseline-3"
 BASELINE_2: Final = "hartflow-baseline-2"
 BASELINE_1: Final = "hartflow-baseline-1"
 """The first baseline: runs that recorded it take every patch of :data:`IN_BASELINE_1`."""
@@ -45,6 +46,7 @@ BREAKER_CHECKS_EVERY_CALL: Final = "hartflow-breaker-checks-every-call"
 LOCAL_FAILURE_AS_ACTIVITY_ERROR: Final = "hartflow-local-failure-as-activity-error"
 """Asked where a local activity failed for good, so runs of baseline 2 without one keep their history."""
 BREAKER_IN_MODEL_CALL: Final = "hartflow-breaker-in-model-call"
+CLOSE_IN_ONE_ACTIVITY: Final = "hartflow-close-in-one-activity"
 
 IN_BASELINE_1: Final = frozenset(
     {
@@ -65,7 +67,13 @@ IN_BASELINE_1: Final = frozenset(
     }
 )
 IN_BASELINE_2: Final = IN_BASELINE_1 | {TURNS_BY_COUNT, BREAKER_CHECKS_EVERY_CALL}
-IN_BASELINE: Final = IN_BASELINE_2 | {LOCAL_FAILURE_AS_ACTIVITY_ERROR, BREAKER_IN_MODEL_CALL}
+IN_BASELINE_3: Final = IN_BASELINE_2 | {LOCAL_FAILURE_AS_ACTIVITY_ERROR, BREAKER_IN_MODEL_CALL}
+IN_BASELINE: Final = IN_BASELINE_3 | {CLOSE_IN_ONE_ACTIVITY}
 
-BASELINES: Final = ((BASELINE, IN_BASELINE), (BASELINE_2, IN_BASELINE_2), (BASELINE_1, IN_BASELINE_1))
+BASELINES: Final = (
+    (BASELINE, IN_BASELINE),
+    (BASELINE_3, IN_BASELINE_3),
+    (BASELINE_2, IN_BASELINE_2),
+    (BASELINE_1, IN_BASELINE_1),
+)
 """Every baseline and the patches it stands for, newest first: the order a run asks them in."""

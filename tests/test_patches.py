@@ -34,6 +34,7 @@ _BASELINE_1 = {
 
 _BASELINE_2 = _BASELINE_1 | {"hartflow-turns-by-count", "hartflow-breaker-checks-every-call"}
 _BASELINE_3 = _BASELINE_2 | {"hartflow-local-failure-as-activity-error", "hartflow-breaker-in-model-call"}
+_BASELINE_4 = _BASELINE_3 | {"hartflow-close-in-one-activity"}
 
 
 def test_each_baseline_stands_for_exactly_the_patches_made_before_it() -> None:
@@ -41,8 +42,10 @@ def test_each_baseline_stands_for_exactly_the_patches_made_before_it() -> None:
     patch of its own (and a later baseline a new id)."""
     assert (patches.BASELINE_1, patches.IN_BASELINE_1) == ("hartflow-baseline-1", _BASELINE_1)
     assert (patches.BASELINE_2, patches.IN_BASELINE_2) == ("hartflow-baseline-2", _BASELINE_2)
-    assert (patches.BASELINE, patches.IN_BASELINE) == ("hartflow-baseline-3", _BASELINE_3)
+    assert (patches.BASELINE_3, patches.IN_BASELINE_3) == ("hartflow-baseline-3", _BASELINE_3)
+    assert (patches.BASELINE, patches.IN_BASELINE) == ("hartflow-baseline-4", _BASELINE_4)
     assert [baseline for baseline, _ in patches.BASELINES] == [
+        "hartflow-baseline-4",
         "hartflow-baseline-3",
         "hartflow-baseline-2",
         "hartflow-baseline-1",
@@ -74,5 +77,5 @@ async def test_a_new_run_records_one_patch_marker_and_one_version_upsert(
         in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
     ]
     taken = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers]
-    assert taken == ["hartflow-baseline-3"]
+    assert taken == ["hartflow-baseline-4"]
     assert len(upserts) == 1

@@ -18,7 +18,7 @@ from activities.run_archive import load_run_archive, read_run_archive, run_archi
 from activities.storage.filesystem import FilesystemObjectStore
 from middlewares.chain import build_lead_chain, describe
 from tests.support import start_run
-from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput, ThreadRef
+from vocabulary.contracts import RUN_CLOSE, RunArchiveInput, ThreadRef
 from workers.config import HartflowConfig, open_object_store
 from workers.progress import follow
 from workers.testing import answer, calls, make_config, running_worker, settle, tool_call, write_script
@@ -73,11 +73,8 @@ async def test_a_closed_run_leaves_its_view_and_every_stream_topic(
     assert kinds[-1] == "run_finished" and progress[-1].data["status"] == "completed"
     assert "awaiting_input" in kinds and "tool_result" in kinds
     assert [e.data for e in archive.topic("notes")] == [{"note": "from outside"}]
-    # The archive is the run's last activity, after its final commit.
-    assert [name for name, _ in scheduled_activities(await history_events(handle))][-2:] == [
-        "thread.commit",
-        RUN_ARCHIVE,
-    ]
+    # The archive is the run's last activity, with its final commit (``tests/test_run_close.py``).
+    assert [name for name, _ in scheduled_activities(await history_events(handle))][-1] == RUN_CLOSE.name
 
 
 async def test_a_cancelled_run_is_archived_as_cancelled(client: Client, config: HartflowConfig, tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ from activities.memory_queue import MemoryQueueActivities
 from activities.memory_store import MemoryActivities
 from activities.model import ModelActivities
 from activities.run_archive import RunArchiveActivities
+from activities.run_close import RunCloseActivities
 from activities.sandbox.base import SandboxProvider
 from activities.sandbox.kubernetes import KubernetesSandboxProvider
 from activities.sandbox.local import LocalSandboxProvider
@@ -144,6 +145,7 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     provider = sandbox_provider(config)
     configured = configured_tools(config)
     store = ThreadStoreActivities(thread_store(config, objects))
+    archives = RunArchiveActivities(objects)
     memory = MemoryActivities(objects)
     files = ThreadFiles(objects, config.home, exclude=frozenset(config.storage.sync_exclude))
     images = ImageActivities(files)
@@ -153,7 +155,8 @@ def activities(config: HartflowConfig, objects: ObjectStore) -> list[Any]:
     return [
         store.load,
         store.commit,
-        RunArchiveActivities(objects).archive,
+        archives.archive,
+        RunCloseActivities(store, archives).close,
         ModelActivities(objects, config.models, os.environ, breaker_closed=breaker.closed_without_failures).invoke,
         breaker.check,
         breaker.report,
@@ -197,11 +200,12 @@ def build_worker(client: Client, config: HartflowConfig, *, task_queue: str | No
     check_extensions(config.run.extensions)
     objects = open_object_store(config)
     objects.check()
+    served = options.pop("activities", None)  # a test's own list (one activity held, say); else every activity
     return Worker(
         client,
         task_queue=task_queue or config.temporal.task_queue,
         workflows=list(WORKFLOWS),
-        activities=activities(config, objects),
+        activities=served if served is not None else activities(config, objects),
         activity_executor=concurrent.futures.ThreadPoolExecutor(max_workers=16),
         workflow_runner=workflow_runner(),
         sticky_queue_schedule_to_start_timeout=timedelta(seconds=config.temporal.sticky_queue_timeout_seconds),

@@ -83,7 +83,13 @@ from vocabulary.contracts.model import (
 )
 from vocabulary.contracts.run_archive import (
     RUN_ARCHIVE,
+    HeldItem,
     RunArchiveInput,
+)
+from vocabulary.contracts.run_close import (
+    RUN_CLOSE,
+    RunCloseInput,
+    RunCloseResult,
 )
 from vocabulary.contracts.sandbox import (
     SANDBOX_ACQUIRE,
@@ -166,6 +172,7 @@ __all__ = [
     "MEMORY_WORKFLOW_ID_PREFIX",
     "MODEL_INVOKE",
     "RUN_ARCHIVE",
+    "RUN_CLOSE",
     "SANDBOX_ACQUIRE",
     "SANDBOX_FILE_HASH",
     "SANDBOX_INVENTORY",
@@ -201,6 +208,7 @@ __all__ = [
     "GuardrailEvaluateInput",
     "GuardrailReason",
     "GuardrailRequest",
+    "HeldItem",
     "ImageInspectInput",
     "ImageInspectResult",
     "ImageLoadInput",
@@ -227,6 +235,8 @@ __all__ = [
     "ModelPurpose",
     "OutlineEntry",
     "RunArchiveInput",
+    "RunCloseInput",
+    "RunCloseResult",
     "RunClosed",
     "RunClosedInput",
     "RunStates",

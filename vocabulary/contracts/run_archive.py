@@ -12,6 +12,15 @@ from vocabulary.contracts.thread import ThreadRef
 
 
 @dataclass
+class HeldItem:
+    """A stream item the run has not published yet: it goes out once the archive holding it is stored."""
+
+    topic: str
+    data: dict[str, Any]
+    """The JSON value the run will publish on ``topic``."""
+
+
+@dataclass
 class RunArchiveInput:
     """A run that has ended, as its last activity stores it: ``view`` is its final ``RunView`` as a dict,
     ``stream`` its whole workflow stream (every topic, offsets from ``stream.base_offset``), ``version`` the
@@ -27,6 +36,9 @@ class RunArchiveInput:
     parts: int = 1
     """A stream too large for one activity input goes in ``parts`` calls: parts ``0 .. parts-2`` carry a slice
     of the stream only (``view`` empty), the last one the rest and the view (``activities/run_archive.py``)."""
+    held: HeldItem | None = None
+    """The run's ``run_finished`` event when the run holds it back until this archive and its final commit are
+    stored (``workflows/run/finish.py``): archived after ``stream``'s items, at the offset it is then published at."""
 
 
 RUN_ARCHIVE = ActivityRef("run.archive", RunArchiveInput, type(None))

@@ -5,6 +5,9 @@ a replay (``activities/run_archive.py`` documents the stored format and the read
 Runs whose history predates the archive replay without it (``hartflow-run-archive`` patch). A stream too large
 for one activity input (a run whose messages carry tens of MB: every topic holds them, base64-encoded) is sent
 in parts, each under ``PART_BUDGET_CHARS`` (``hartflow-run-archive-parts`` patch, taken only by such runs).
+
+Runs started since ``hartflow-close-in-one-activity`` archive together with their final commit, in one
+``run.close`` activity (:func:`close_run`), whenever the stream fits one input (``workflows/run/finish.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from temporalio.exceptions import ActivityError
 from middlewares import patches
 from middlewares._activity_call import call_activity
 from middlewares.context import ActivityOptions, TemporalRunContext
-from vocabulary.contracts import RUN_ARCHIVE, RunArchiveInput
+from vocabulary.contracts import (
+    RUN_ARCHIVE,
+    RUN_CLOSE,
+    HeldItem,
+    RunArchiveInput,
+    RunCloseInput,
+    ThreadCommitInput,
+)
 
 PART_BUDGET_CHARS = 16 * 1024 * 1024
 """Encoded stream characters per ``run.archive`` call: with JSON framing well under the 50 MB a payload may have
@@ -57,6 +67,41 @@ async def archive_run(ctx: TemporalRunContext, view: dict[str, Any], stream: Wor
             )
     except ActivityError as exc:
         workflow.logger.error("run %s not archived: %s", ctx.run_id, exc.cause or exc)
+
+
+def fits_one_part(stream: WorkflowStreamState, view: dict[str, Any]) -> bool:
+    """Whether ``stream`` and ``view`` go in one ``run.archive`` or ``run.close`` input."""
+    return len(_slices(stream, reserve=len(str(view)))) == 1
+
+
+async def close_run(
+    ctx: TemporalRunContext,
+    commit: ThreadCommitInput | None,
+    view: dict[str, Any],
+    stream: WorkflowStreamState,
+    version: int,
+    held: HeldItem,
+) -> int:
+    """Make the run's final ``commit`` (``None``: it commits nothing) and store its archive, ``held`` after the
+    stream's items, in one activity (``activities/run_close.py``); returns the version committed (``version``
+    without a commit). A commit that fails raises, as ``thread.commit`` does; an archive that fails is logged."""
+    archive = RunArchiveInput(ctx.thread, ctx.run_id, ctx.workflow_id, view, stream, version, held=held)
+    try:
+        result = await call_activity(
+            ctx,
+            RUN_CLOSE,
+            RunCloseInput(commit, archive),
+            summary="commit thread state, archive the run" if commit is not None else "archive the run",
+            options=_ARCHIVE_OPTIONS,
+        )
+    except ActivityError as exc:
+        if commit is not None:
+            raise
+        workflow.logger.error("run %s not archived: %s", ctx.run_id, exc.cause or exc)
+        return version
+    if result.archive_error is not None:
+        workflow.logger.error("run %s not archived: %s", ctx.run_id, result.archive_error)
+    return result.version
 
 
 def _slices(stream: WorkflowStreamState, *, reserve: int) -> list[WorkflowStreamState]:

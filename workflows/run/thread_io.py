@@ -9,7 +9,8 @@ workflow task, with before_agent and the first model call's scheduling after it,
 own after it (a regular activity is three history events and one more workflow-task round). A read is safe to run
 again when that workflow task is retried. Commits stay regular activities: a local activity's input is computed
 again by a retried workflow task (its clock moved), so a second attempt could store a different state than the
-first one did; a scheduled activity's input is fixed in history.
+first one did; a scheduled activity's input is fixed in history. A run's final commit is mostly made by
+``run.close`` together with its archive (``workflows/run/finish.py``), from :func:`commit_input`.
 """
 
 from __future__ import annotations
@@ -85,14 +86,21 @@ async def start(
 
 async def commit(fields: RunFields, ctx: RunContext, profile: RunProfile) -> None:
     """Store the fields' state as the thread's next version (a subagent commits nothing)."""
-    if not profile.owns_thread:
+    request = commit_input(fields, ctx, profile)
+    if request is None:
         return
-    result = await call_activity(
-        ctx,
-        THREAD_COMMIT,
-        ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id, fields.lineage),
-        summary="commit thread state",
-        options=_STORE_OPTIONS,
-    )
-    fields.version = result.version
+    result = await call_activity(ctx, THREAD_COMMIT, request, summary="commit thread state", options=_STORE_OPTIONS)
+    committed(fields, result.version)
+
+
+def commit_input(fields: RunFields, ctx: RunContext, profile: RunProfile) -> ThreadCommitInput | None:
+    """What the run's next commit stores: the fields' state as the version after theirs (``None``: a subagent)."""
+    if not profile.owns_thread:
+        return None
+    return ThreadCommitInput(ctx.thread, fields.state, fields.version, ctx.run_id, fields.lineage)
+
+
+def committed(fields: RunFields, version: int) -> None:
+    """The fields' state is stored as ``version``."""
+    fields.version = version
     fields.lineage = None  # the run's later commits grow from this one

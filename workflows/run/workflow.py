@@ -11,8 +11,8 @@
         a clarification interrupt → commit, pause until a reply (signal or update), continue
         (gated calls first wait, together, for their approvals the same way)
     after_agent                                    reverse order, in ``finally``: also on failure and cancel
-    commit thread state (activity)
-    archive the run, start its webhook delivery    (activity, child workflow)
+    commit thread state, archive the run           (one activity; run_finished published once it is stored)
+    start its webhook delivery                     (child workflow)
 
 The workflow id is derived from the thread id, so Temporal itself guarantees one active run per thread.
 
@@ -22,7 +22,8 @@ take it as a parameter: its tools (``catalog.py``), the model turn (``model_call
 (``tools.py``) with delegation (``delegate.py``), the pause (``pause.py``) and approvals (``approval.py``),
 visibility (``visibility.py``), the view (``view.py``), the thread's load and commit (``thread_io.py``), what
 continue-as-new carries (``carry.py``), a subagent's live steps (``step_reports.py``) and the run's end
-(``finish.py``: the archive and the webhook). A subagent is this workflow with another profile (``profile.py``).
+(``finish.py``: the final commit, the archive and the webhook). A subagent is this workflow with another profile
+(``profile.py``).
 """
 
 from __future__ import annotations
@@ -256,8 +257,17 @@ class RunWorkflow:
         except Exception as exc:
             workflow.logger.error("after_agent failed: %s", exc)
             failure = failure or exc
-        await self._commit()
-        return await finish(ctx, fields, self._visibility, self._stream, input.webhook, self._view, failure)
+        return await finish(
+            ctx,
+            fields,
+            self.profile,
+            self._commit_lock,
+            self._visibility,
+            self._stream,
+            input.webhook,
+            self._view,
+            failure,
+        )
 
     async def _start(self, input: RunInput) -> None:
         await thread_io.start(input, self._fields, self._ctx, self._chain, self.profile)
