@@ -8,7 +8,9 @@ it keeps only samples holding the GIL, i.e. Python CPU. Record a breakdown run, 
     python -m bench.cpu_profile /tmp/spy.txt --turns 200 --rate 200
 
 Each sample goes to the first category (in the order below) whose test matches its stack; ms/turn is samples /
-rate / turns. The startup (imports, building the worker) is shown but is not part of a turn.
+rate / turns. The startup (imports, building the worker) is shown but is not part of a turn. ``--functions N``
+also lists the N functions of hartflow's workflow code that hold the most of its samples (each sample goes to
+the innermost hartflow frame on its stack: the function itself, or the SDK or library code it called).
 """
 
 from __future__ import annotations
@@ -63,13 +65,32 @@ def summarise(lines: list[str]) -> Counter[str]:
     return samples
 
 
+_OWN_PACKAGES = ("workflows", "middlewares", "vocabulary")
+
+
+def workflow_functions(lines: list[str]) -> Counter[str]:
+    """Samples of hartflow's workflow code by the innermost hartflow function on the stack."""
+    samples: Counter[str] = Counter()
+    for line in lines:
+        stack, _, count = line.rstrip().rpartition(" ")
+        frames = stack.split(";")
+        if not stack or not _in_workflow_code(frames):
+            continue
+        own = [frame for frame in frames if any(f"({package}/" in frame for package in _OWN_PACKAGES)]
+        name, _, where = own[-1].partition(" (")
+        samples[f"{name} ({where.rsplit(':', 1)[0]})"] += int(count)
+    return samples
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("profile", type=Path, help="py-spy record --format raw output")
     parser.add_argument("--turns", type=int, required=True, help="the turns of the recorded run")
     parser.add_argument("--rate", type=int, default=100, help="py-spy's --rate (samples per second)")
+    parser.add_argument("--functions", type=int, default=0, help="also list the N busiest workflow-code functions")
     args = parser.parse_args(argv)
-    samples = summarise(args.profile.read_text(encoding="utf-8").splitlines())
+    lines = args.profile.read_text(encoding="utf-8").splitlines()
+    samples = summarise(lines)
     startup = CATEGORIES[0][0]
     in_turns = sum(count for name, count in samples.items() if name != startup)
     print(
@@ -80,6 +101,10 @@ def main(argv: list[str] | None = None) -> None:
     for name, _ in CATEGORIES[1:]:
         ms = samples[name] / args.rate / args.turns * 1000
         print(f"| {name} | {ms:.2f} | {samples[name] / max(in_turns, 1):.0%} |")
+    if args.functions:
+        print("\n| workflow-code function (innermost hartflow frame) | ms/turn |\n|---|---:|")
+        for function, count in workflow_functions(lines).most_common(args.functions):
+            print(f"| {function} | {count / args.rate / args.turns * 1000:.2f} |")
 
 
 if __name__ == "__main__":
