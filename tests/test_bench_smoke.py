@@ -14,7 +14,7 @@ import pytest
 
 from bench import merge_cost
 from bench.common import FAMILIES
-from bench.cpu_profile import summarise
+from bench.cpu_profile import summarise, workflow_functions
 from bench.history import per_turn as history_per_turn
 from bench.per_turn import projected_run_seconds
 from bench.report import README_BEGIN, README_END, update_readme
@@ -115,6 +115,21 @@ def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() 
         "tool.execute": 2,
         "startup: imports, building the worker": 5,
         "other: event loop, bridge polls": 1,
+    }
+
+
+def test_cpu_profile_charges_workflow_code_to_its_innermost_hartflow_function() -> None:
+    activation = "_WorkflowInstanceImpl.activate (temporalio/worker/_workflow_instance.py:1)"
+    loop = "RunWorkflow._loop (workflows/run/workflow.py:4)"
+    lines = [
+        f"{activation};{loop};add_messages (vocabulary/messages.py:90);BaseModel.__init__ (pydantic/main.py:2) 5",
+        f"{activation};{loop};add_messages (vocabulary/messages.py:107) 2",
+        f"{activation};{loop} 1",
+        f"{activation};_run_once (y.py:3) 4",  # SDK only: not hartflow's code
+    ]
+    assert workflow_functions(lines) == {
+        "add_messages (vocabulary/messages.py)": 7,
+        "RunWorkflow._loop (workflows/run/workflow.py)": 1,
     }
 
 
