@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
@@ -35,6 +36,20 @@ from workflows.run.visibility import Visibility
 from workflows.run.webhook import report_end
 
 
+@dataclass(frozen=True)
+class _Ending:
+    """How the run ends: its status, what ended it (``None``: nothing failed) and its view now."""
+
+    status: RunStatus
+    failure: Exception | asyncio.CancelledError | None
+    view: Callable[[], RunView]
+    finished: dict[str, Any]
+    """The ``run_finished`` event's data."""
+
+    def final_view(self) -> dict[str, Any]:
+        return final_view(self.view(), self.status, self.failure)
+
+
 async def finish(
     ctx: TemporalRunContext,
     fields: RunFields,
@@ -50,13 +65,14 @@ async def finish(
     ``commits`` is held while the run commits (a subagent's approval commits through it too)."""
     status = closing_status(fields, failure)
     finished = {"status": status, "stop_reason": ctx.stop_reason, **run_error(fields, status, failure)}
+    ending = _Ending(status, failure, view, finished)
     if ctx.patched(patches.CLOSE_IN_ONE_ACTIVITY):
         async with commits:
-            final: dict[str, Any] | None = await _close(ctx, fields, profile, stream, view, status, failure, finished)
+            final: dict[str, Any] | None = await _close(ctx, fields, profile, stream, ending)
     else:
         async with commits:
             await thread_io.commit(fields, ctx, profile)
-        final = await _archive(ctx, fields, stream, view, status, failure, finished) if archives_runs(ctx) else None
+        final = await _archive(ctx, fields, stream, ending) if archives_runs(ctx) else None
     if final is None:  # a run from before the archive
         visibility.set_status(status)
         ctx.emit("run_finished", **finished)
@@ -76,19 +92,12 @@ async def finish(
 
 
 async def _close(
-    ctx: TemporalRunContext,
-    fields: RunFields,
-    profile: RunProfile,
-    stream: WorkflowStream,
-    view: Callable[[], RunView],
-    status: RunStatus,
-    failure: Exception | asyncio.CancelledError | None,
-    finished: dict[str, Any],
+    ctx: TemporalRunContext, fields: RunFields, profile: RunProfile, stream: WorkflowStream, ending: _Ending
 ) -> dict[str, Any]:
     """Commit the run's final state and archive the run, ``run_finished`` held until the commit is stored;
     returns the view archived."""
-    event = ctx.hold_event("run_finished", **finished)
-    final = final_view(view(), status, failure)
+    event = ctx.hold_event("run_finished", **ending.finished)
+    final = ending.final_view()
     state = stream.get_state()
     if fits_one_part(state, final):
         commit = thread_io.commit_input(fields, ctx, profile)
@@ -105,16 +114,10 @@ async def _close(
 
 
 async def _archive(
-    ctx: TemporalRunContext,
-    fields: RunFields,
-    stream: WorkflowStream,
-    view: Callable[[], RunView],
-    status: RunStatus,
-    failure: Exception | asyncio.CancelledError | None,
-    finished: dict[str, Any],
+    ctx: TemporalRunContext, fields: RunFields, stream: WorkflowStream, ending: _Ending
 ) -> dict[str, Any]:
     """Runs recorded before ``run.close``: once committed, publish ``run_finished`` and archive the run."""
-    ctx.emit("run_finished", **finished)
-    final = final_view(view(), status, failure)
+    ctx.emit("run_finished", **ending.finished)
+    final = ending.final_view()
     await archive_run(ctx, final, stream.get_state(), fields.version)
     return final
