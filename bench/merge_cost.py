@@ -2,7 +2,9 @@
 
 Every state update with messages (the model's answer, the tools' results, hooks' updates: about four a turn)
 merges into the whole conversation (``vocabulary/messages.py``), so its cost is part of what grows from N = 100 to
-N = 500 in ``python -m bench.breakdown``. Run it on two checkouts to compare them:
+N = 500 in ``python -m bench.breakdown``. A run merges through a ``MessageMerger``, which keeps its last result's
+id index: it is timed too, merging into what it merged last (a run's usual merge). Run it on two checkouts to
+compare them:
 
     python -m bench.merge_cost --sizes 100,500
 """
@@ -16,7 +18,7 @@ from collections.abc import Callable
 
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
-from vocabulary.messages import add_messages
+from vocabulary.messages import MessageMerger, add_messages
 
 
 def conversation(size: int) -> list[BaseMessage]:
@@ -36,7 +38,11 @@ def main() -> None:
     args = parser.parse_args()
     for size in (int(part) for part in args.sizes.split(",")):
         seconds = timeit.timeit(_merge(conversation(size)), number=args.number)
-        print(f"N = {size}: {seconds / args.number * 1e6:.1f} µs per merge")
+        again = timeit.timeit(_merge_again(conversation(size)), number=args.number)
+        print(
+            f"N = {size}: {seconds / args.number * 1e6:.1f} µs per merge, "
+            f"{again / args.number * 1e6:.1f} µs by the run's merger"
+        )
 
 
 def _merge(left: list[BaseMessage]) -> Callable[[], object]:
@@ -44,6 +50,19 @@ def _merge(left: list[BaseMessage]) -> Callable[[], object]:
     ids = itertools.count()
     answer = [AIMessage("done", id="answer")]
     return lambda: add_messages(left, answer, new_id=lambda: f"id-{next(ids)}")
+
+
+def _merge_again(left: list[BaseMessage]) -> Callable[[], object]:
+    """The model's answer merged, by a run's merger, into the conversation it merged last."""
+    ids = itertools.count()
+    merger = MessageMerger()
+    answer = [AIMessage("done", id="answer")]
+    state = [merger(left, answer, new_id=lambda: f"id-{next(ids)}")]
+
+    def merge() -> None:
+        state[0] = merger(state[0], answer, new_id=lambda: "unused")
+
+    return merge
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines if line.startswith("| ")}
     # The floor's activities share the rows of hartflow's model and tool activities; its own steps are blank.
     assert all(cell != "–" for cell in rows["model.invoke: run"].split(" | ")[1:])
-    assert rows["thread.commit: run"].split(" | ")[3] == "–"
+    assert rows["run.close: run"].split(" | ")[3] == "–"
     assert any(line.startswith("hartflow: ") for line in lines) and any(line.startswith("floor: ") for line in lines)
 
 

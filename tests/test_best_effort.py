@@ -17,7 +17,7 @@ from temporalio.plugin import SimplePlugin
 
 from middlewares.context import best_effort
 from tests.support import activity_error, start_run
-from vocabulary.contracts import LLM_BREAKER_REPORT, MEMORY_LOAD, THREAD_COMMIT
+from vocabulary.contracts import LLM_BREAKER_REPORT, MEMORY_LOAD, RUN_CLOSE
 from workers.testing import answer, make_config, running_worker, write_script
 from workers.testing.history import history_events, scheduled_activities
 from workflows.run import RunView
@@ -122,7 +122,7 @@ async def test_a_run_cancelled_during_its_memory_load_ends_cancelled_after_its_a
     assert description.status == WorkflowExecutionStatus.CANCELED
     assert view.status == "cancelled" and view.turns == 0, "the run did not go on to call the model"
     assert _ran_after_agent(events)
-    assert activities.count(THREAD_COMMIT) == 1, "after_agent's compensation commits the state"
+    assert activities.count(RUN_CLOSE.name) == 1, "after_agent's compensation commits the state"
 
 
 async def test_a_run_cancelled_during_its_breaker_report_ends_cancelled_after_its_after_agent(

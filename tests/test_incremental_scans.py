@@ -3,14 +3,14 @@ scan of the whole conversation (a fresh instance) gives, and start over when the
 
 from __future__ import annotations
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, RemoveMessage, ToolMessage
 
 from middlewares._skill_context import SKILL_CONTEXT_ENTRY_KEY, SkillReads
 from middlewares.input_sanitization import InputSanitizationMiddleware, last_genuine_user_index
 from middlewares.tool_output_budget import ToolOutputBudgetMiddleware, ToolOutputConfig, over_budget
 from vocabulary.delegation import SUBAGENT_STATUS_KEY
 from vocabulary.delegation_ledger import DelegationLedger
-from vocabulary.messages import extends
+from vocabulary.messages import REMOVE_ALL_MESSAGES, MessageMerger, add_messages, extends
 from vocabulary.transcript import MessageHasher
 
 RUN = "run-1"
@@ -169,3 +169,49 @@ def test_the_input_sanitization_finds_the_last_user_message_as_a_whole_scan_woul
     assert found == [None, 1, 1, 1, 5]
     replaced: list[BaseMessage] = [AIMessage("summary", id="s"), *conversation[-2:]]
     assert middleware._last_user_index(replaced) == last_genuine_user_index(replaced) == 2
+
+
+def _named(messages: list[BaseMessage]) -> list[tuple[str | None, object]]:
+    """Ids and contents, an id given by the merge itself shown as ``new``."""
+    given = ("new-", "unused")
+    return [("new" if (m.id or "").startswith(given) else m.id, m.content) for m in messages]
+
+
+def test_a_run_s_merger_gives_what_add_messages_gives_merge_after_merge() -> None:
+    """The run's ``messages`` reducer keeps its last result's id index; every kind of update (appends, a replace by
+    id, a removal, a message without an id, REMOVE_ALL_MESSAGES, a list changed in place, another conversation)
+    merges exactly as ``add_messages`` does from scratch."""
+    merger = MessageMerger()
+    ids = iter(range(1_000))
+
+    def new_id() -> str:
+        return f"new-{next(ids)}"
+
+    a, b = HumanMessage("a", id="a"), AIMessage("b", id="b")
+    steps: list[tuple[list[BaseMessage] | None, list[BaseMessage] | BaseMessage]] = [
+        (None, [a, b]),
+        (None, ToolMessage("t", tool_call_id="c1", id="t")),
+        (None, AIMessage("b again", id="b")),  # replaces b in place
+        (None, [HumanMessage("no id"), AIMessage("c", id="c")]),
+        (None, RemoveMessage(id="t")),
+        (None, AIMessage("d", id="d")),
+        ([HumanMessage("elsewhere", id="x")], AIMessage("y", id="y")),  # not what the merger merged last
+        (None, [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("summary", id="s")]),
+        (None, AIMessage("e", id="e")),
+    ]
+    state: list[BaseMessage] = []
+    for other, update in steps:
+        left = other if other is not None else state
+        expected = add_messages(left, update, new_id=lambda: "unused")
+        state = merger(left, update, new_id=new_id)
+        assert _named(state) == _named(expected)
+    changed = list(state)
+    changed[0] = HumanMessage("replaced in place", id="z")  # a list changed in place no longer extends the last result
+    assert merger(changed, AIMessage("f", id="f"), new_id=new_id) == add_messages(
+        changed, AIMessage("f", id="f"), new_id=new_id
+    )
+    appended = merger(state, [], new_id=new_id)
+    appended.append(AIMessage("g", id="g"))  # appended in place: indexed as new
+    assert [m.id for m in merger(appended, AIMessage("g2", id="g"), new_id=new_id)] == [
+        m.id for m in add_messages(appended, AIMessage("g2", id="g"), new_id=new_id)
+    ]

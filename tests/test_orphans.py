@@ -25,7 +25,14 @@ from temporalio.worker import Worker
 
 from tests.conftest import _WorkflowTaskFailures
 from tests.support import start_run, thread_state
-from vocabulary.contracts import THREAD_COMMIT, THREAD_LOAD, ThreadCommitInput, ThreadLoadInput
+from vocabulary.contracts import (
+    RUN_CLOSE,
+    THREAD_COMMIT,
+    THREAD_LOAD,
+    RunCloseInput,
+    ThreadCommitInput,
+    ThreadLoadInput,
+)
 from workers.devserver import free_port
 from workers.payloads import client_for
 from workers.stack import Stack
@@ -84,11 +91,15 @@ def _live_run_coroutines(workflow_id: str) -> list[Any]:
 
 
 async def _threads_named(client: Client, events: list[Any]) -> set[str]:
-    """Every thread the run's thread.load and thread.commit activities named: the inputs of the scheduled ones,
-    the result of a local load (a local activity's input is not in history; its result names the thread)."""
+    """Every thread the run's thread.load, thread.commit and run.close activities named: the inputs of the
+    scheduled ones, the result of a local load (a local activity's input is not in history; its result names the
+    thread)."""
     loads = await scheduled_inputs(client, events, THREAD_LOAD, ThreadLoadInput)
     commits = await scheduled_inputs(client, events, THREAD_COMMIT, ThreadCommitInput)
+    closes: list[RunCloseInput] = await scheduled_inputs(client, events, RUN_CLOSE.name, RunCloseInput)
     named = {item.thread.thread_id for item in [*loads, *commits]}
+    named |= {close.archive.thread.thread_id for close in closes}
+    named |= {close.commit.thread.thread_id for close in closes if close.commit is not None}
     for event in events:
         attributes = event.marker_recorded_event_attributes
         if event.event_type != EventType.EVENT_TYPE_MARKER_RECORDED or attributes.marker_name != "core_local_activity":
@@ -195,7 +206,7 @@ async def test_an_orphan_collected_inside_another_run_acts_for_nobody(
 
     assert await _threads_named(client, other_events) == {other_thread}, "only the other run's own commands"
     assert _failed_tasks(other_events) == _failed_tasks(paused_events) == []
-    assert [name for name, _ in scheduled_activities(other_events)].count(THREAD_COMMIT) == 1
+    assert [name for name, _ in scheduled_activities(other_events)].count(RUN_CLOSE.name) == 1, "one final commit"
     assert (final.status, final.final_message) == ("completed", "blue it is")
     assert _answered(home, paused_thread, "blue", "blue it is"), "the reply and the answer are stored"
 

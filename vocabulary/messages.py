@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from langchain_core.messages import (
     AIMessage,
@@ -46,7 +46,9 @@ __all__ = [
     "AppendedMessages",
     "BaseMessage",
     "HumanMessage",
+    "MergesMessages",
     "MessageLike",
+    "MessageMerger",
     "RemoveMessage",
     "SystemMessage",
     "ToolMessage",
@@ -88,13 +90,63 @@ def add_messages(
     new_id: Callable[[], str],
 ) -> list[BaseMessage]:
     """Merge ``right`` into ``left`` with LangGraph ``add_messages`` semantics (pure: inputs are not mutated)."""
+    return _merge(left, right, new_id, _Index())[0]
+
+
+class MergesMessages(Protocol):
+    """:func:`add_messages`, or a :class:`MessageMerger`'s call."""
+
+    def __call__(
+        self, left: Sequence[BaseMessage], right: Iterable[BaseMessage] | BaseMessage, *, new_id: Callable[[], str]
+    ) -> list[BaseMessage]: ...
+
+
+class MessageMerger:
+    """:func:`add_messages` for one conversation merged again and again (a run's state, hook after hook): it keeps
+    the id index of its last result, so a merge into a conversation that only grew from that result (:func:`extends`)
+    indexes what was appended, not every message, and a turn's merges do not grow with the conversation."""
+
+    def __init__(self) -> None:
+        self._last: tuple[BaseMessage, ...] = ()
+        """The last result, as it was (a copy: a list changed in place afterwards no longer extends it)."""
+        self._position: dict[Any, int] = {}
+
+    def __call__(
+        self, left: Sequence[BaseMessage], right: Iterable[BaseMessage] | BaseMessage, *, new_id: Callable[[], str]
+    ) -> list[BaseMessage]:
+        known = _Index(len(self._last), self._position) if self._last and extends(left, self._last) else _Index()
+        # The merge grows the index in place: it is this merger's again only once the merge succeeded.
+        self._last, self._position = (), {}
+        merged, position = _merge(left, right, new_id, known)
+        if position is not None:
+            self._last, self._position = tuple(merged), position
+        return merged
+
+
+class _Index:
+    """The id → position index of a merge's ``left`` up to ``count`` (those messages normalized: a merge's result);
+    the merge adds the rest to it."""
+
+    def __init__(self, count: int = 0, position: dict[Any, int] | None = None) -> None:
+        self.count = count
+        self.position = {} if position is None else position
+
+
+def _merge(
+    left: Sequence[BaseMessage],
+    right: Iterable[BaseMessage] | BaseMessage,
+    new_id: Callable[[], str],
+    known: _Index,
+) -> tuple[list[BaseMessage], dict[Any, int] | None]:
+    """The merge, and the id index of its result (``None`` when messages were removed)."""
     updates = [right] if isinstance(right, BaseMessage) else list(right)
     # Left before right, in the order LangGraph assigns missing ids. A state's messages were merged here before, so
     # they have theirs: telling so is cheaper than normalizing each, and takes no id either way.
-    if None not in map(_ID, left) and not any(issubclass(kind, BaseMessageChunk) for kind in set(map(type, left))):
+    fresh = left[known.count :]
+    if None not in map(_ID, fresh) and not any(issubclass(kind, BaseMessageChunk) for kind in set(map(type, fresh))):
         merged = list(left)
     else:
-        merged = [_normalized(m, new_id) for m in left]
+        merged = [*left[: known.count], *(_normalized(m, new_id) for m in fresh)]
     updates = [_normalized(m, new_id) for m in updates]
 
     remove_all_at = None
@@ -102,9 +154,10 @@ def add_messages(
         if isinstance(message, RemoveMessage) and message.id == REMOVE_ALL_MESSAGES:
             remove_all_at = index
     if remove_all_at is not None:
-        return [m for m in updates[remove_all_at + 1 :] if not isinstance(m, RemoveMessage)]
+        return [m for m in updates[remove_all_at + 1 :] if not isinstance(m, RemoveMessage)], None
 
-    position = dict(zip(map(_ID, merged), itertools.count()))
+    position = known.position
+    position.update(zip(map(_ID, merged[known.count :]), itertools.count(known.count)))
     removed: set[str] = set()
     for message in updates:
         existing = position.get(message.id)
@@ -119,7 +172,9 @@ def add_messages(
                 raise ValueError(f"Attempting to delete a message with an ID that doesn't exist ('{message.id}')")
             position[message.id] = len(merged)
             merged.append(message)
-    return [m for m in merged if m.id not in removed] if removed else merged
+    if removed:
+        return [m for m in merged if m.id not in removed], None
+    return merged, position
 
 
 def _normalized(message: BaseMessage, new_id: Callable[[], str]) -> BaseMessage:

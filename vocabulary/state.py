@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage
 from pydantic import BaseModel, ConfigDict, Field
 
-from vocabulary.messages import add_messages
+from vocabulary.messages import MergesMessages, add_messages
 
 StateUpdate = dict[str, Any]
 """A hook's return value: channel name → value, plus the control key ``jump_to``."""
@@ -184,8 +184,16 @@ REDUCER_FIELDS = frozenset({"messages", *_REDUCERS})
 CHANNELS = frozenset(ThreadState.model_fields)
 
 
-def apply_update(state: ThreadState, update: StateUpdate | None, *, new_id: Callable[[], str]) -> ThreadState:
-    """Fold one hook's update into ``state`` and return the new state (``state`` itself is not mutated)."""
+def apply_update(
+    state: ThreadState,
+    update: StateUpdate | None,
+    *,
+    new_id: Callable[[], str],
+    merge_messages: MergesMessages = add_messages,
+) -> ThreadState:
+    """Fold one hook's update into ``state`` and return the new state (``state`` itself is not mutated).
+    ``merge_messages``: the ``messages`` reducer, a run's :class:`~vocabulary.messages.MessageMerger` when it
+    merges into one conversation again and again."""
     if not update:
         return state
     unknown = set(update) - CHANNELS - CONTROL_KEYS
@@ -196,7 +204,7 @@ def apply_update(state: ThreadState, update: StateUpdate | None, *, new_id: Call
         if channel in CONTROL_KEYS:
             continue
         if channel == "messages":
-            changes["messages"] = add_messages(state.messages, value, new_id=new_id)
+            changes["messages"] = merge_messages(state.messages, value, new_id=new_id)
         elif channel in _REDUCERS:
             changes[channel] = _REDUCERS[channel](getattr(state, channel), value)
         else:

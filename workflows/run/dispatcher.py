@@ -26,6 +26,7 @@ from temporalio.contrib.opentelemetry import ReplaySafeTracerProvider
 
 from middlewares.base import Middleware, ModelHandler, ModelRequest, ToolCallRequest, ToolHandler, ToolResult
 from middlewares.context import RunContext
+from vocabulary.messages import MessageMerger
 from vocabulary.state import ThreadState, apply_update
 
 JUMP_TARGETS = frozenset({"model", "end"})
@@ -39,9 +40,11 @@ class PhaseResult:
 
 
 class Dispatcher:
-    def __init__(self, chain: Sequence[Middleware], ctx: RunContext):
+    def __init__(self, chain: Sequence[Middleware], ctx: RunContext, merge_messages: MessageMerger | None = None):
         self.chain = list(chain)
         self.ctx = ctx
+        self._merge_messages = merge_messages or MessageMerger()
+        """The ``messages`` reducer: the run's, so its merges and the hooks' share one id index."""
         self._by_hook = {
             hook: [mw for mw in self.chain if mw.implements(hook)]
             for hook in ("before_agent", "before_model", "after_model", "after_agent")
@@ -68,7 +71,7 @@ class Dispatcher:
                 update = await getattr(mw, hook)(state, self.ctx)
             if not update:
                 continue
-            state = apply_update(state, update, new_id=self.ctx.uuid)
+            state = apply_update(state, update, new_id=self.ctx.uuid, merge_messages=self._merge_messages)
             jump = update.get("jump_to")
             if jump is not None:
                 if jump not in JUMP_TARGETS:

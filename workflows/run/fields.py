@@ -15,6 +15,7 @@ from middlewares.context import RunProgress
 from vocabulary.contracts import CommitLineage, McpToolInfo
 from vocabulary.contracts.configured_tools import ConfiguredToolInfo
 from vocabulary.human_input import Reply
+from vocabulary.messages import MessageMerger
 from vocabulary.state import StateUpdate, ThreadState, apply_update
 from vocabulary.transcript import TranscriptCursor
 from workflows.run.io import RunStatus
@@ -55,6 +56,9 @@ class RunFields:
     """The configured tools this run was described (or carried), when its settings name any."""
     continue_as_new_requested: bool = False
 
+    merge_messages: MessageMerger = field(default_factory=MessageMerger)
+    """The ``messages`` reducer of this run's merges (it keeps the last one's id index)."""
+
     def apply(self, update: StateUpdate, new_id: Callable[[], str]) -> None:
         """Merge ``update`` into the state through the reducers (``new_id`` names messages without an id)."""
-        self.state = apply_update(self.state, update, new_id=new_id)
+        self.state = apply_update(self.state, update, new_id=new_id, merge_messages=self.merge_messages)

@@ -220,7 +220,7 @@ class RunWorkflow:
         self._chain, self._catalog = await with_discovered_tools(
             ctx, input, fields, self.profile, self._chain, self._catalog
         )
-        dispatcher = Dispatcher(self._chain, ctx)
+        dispatcher = Dispatcher(self._chain, ctx, fields.merge_messages)
         delegation = Delegation(ctx, fields, self._visibility, input.settings)
         tools = ToolTurn(
             ctx,
