@@ -24,7 +24,7 @@ from activities.storage.payloads import encode_segment
 from activities.thread_store import MIN_KEPT_VERSIONS, ObjectThreadStore, ThreadConflictError, ThreadStoreActivities
 from tests.support import start_run
 from tests.support.faults import completed_attempts
-from vocabulary.contracts import ThreadCommitInput, ThreadRef
+from vocabulary.contracts import RUN_CLOSE, ThreadCommitInput, ThreadRef
 from vocabulary.messages import HumanMessage
 from vocabulary.state import ThreadState
 from vocabulary.workflow_ids import run_workflow_id
@@ -390,10 +390,10 @@ async def _until(condition: Callable[[], Awaitable[bool]], timeout: float = 120)
 
 
 async def _commit_attempt(handle: WorkflowHandle[Any, Any]) -> int:
-    """The attempt the run's pending ``thread.commit`` is on (0 when none is pending)."""
+    """The attempt the run's pending final commit (``run.close``: commit, then archive) is on (0: none pending)."""
     description = await handle.describe()
     for pending in description.raw_description.pending_activities:
-        if pending.activity_type.name == "thread.commit":
+        if pending.activity_type.name == RUN_CLOSE.name:
             return int(pending.attempt)
     return 0
 

@@ -129,7 +129,7 @@ async def test_the_web_ui_shows_summaries_the_paused_filter_and_the_pending_ques
             f"{model_label} · turn 1",
             "tool bash · ls -la /mnt/user-data",
             f"{model_label} · turn 2",
-            "commit thread state",
+            "commit thread state, archive the run",
         ):
             await page.get_by_text(summary, exact=True).first.wait_for()
 
