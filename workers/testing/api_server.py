@@ -29,11 +29,24 @@ class ApiServer:
 
     def __init__(self, config_file: Path, *, port: int | None = None) -> None:
         self.config_file = config_file
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self._port = port
         self.stderr: list[str] = []
         self._process: subprocess.Popen[str] | None = None
         self._ready = threading.Event()
+
+    @property
+    def port(self) -> int:
+        """The given port, else a free one picked when first asked for: at the latest by :meth:`start`, not when
+        the server is made. A port picked long before anything binds it is free for any process to take meanwhile
+        (the kernel hands the same range out as the local port of outgoing connections), and a server started later
+        on it could not listen (a second server, started after the first one was killed, did that)."""
+        if self._port is None:
+            self._port = free_port()
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> ApiServer:
         env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS" and not k.startswith("HARTFLOW_")}
