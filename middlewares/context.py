@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random as random_module
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, TypeVar
@@ -25,6 +25,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState, i
 from temporalio.exceptions import TimeoutError as ActivityTimeout
 
 from middlewares import patches
+from middlewares._run_events import RunEvent as RunEvent  # the run's events: hooks and the engine name them here
+from middlewares._run_events import RunEvents as RunEvents
 from middlewares.call_settings import ModelCapabilities
 from vocabulary.contracts import LlmRetryBudget, ThreadRef
 
@@ -54,22 +56,6 @@ async def best_effort(call: Awaitable[T]) -> T | ActivityError:
         if is_cancelled_exception(error):
             raise
         return error
-
-
-@dataclass
-class RunEvent:
-    """A progress event a client can follow (turns, tool calls, retries, pauses)."""
-
-    seq: int
-    kind: str
-    at: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The wire shape (``events`` query, progress stream, ``hartflow run --events``): one flat object. ``type``
-        is the name DeerFlow's app reads from a custom event (``task_started``, ``task_running``, ``llm_retry``: an
-        emitter passes ``type=`` where DeerFlow's name differs from the kind), else the kind itself."""
-        return {"seq": self.seq, "kind": self.kind, "type": self.kind, "at": self.at, **self.data}
 
 
 @dataclass(frozen=True)
@@ -102,63 +88,6 @@ class RunProgress:
     turn: int = 0
     stop_reason: str | None = None
     call_counts: dict[str, int] = field(default_factory=dict)
-
-
-class RunEvents:
-    """The run's progress events: kept for the ``events`` query, numbered on from ``offset`` and handed to
-    ``publish`` (the run's progress stream). ``before_each`` runs before an event is numbered and returns how many
-    stream items it published (the run publishes its state changes there, so API clients see the state an event
-    refers to before the event); ``seq`` is therefore the event's offset in the run's workflow stream."""
-
-    def __init__(
-        self,
-        offset: int = 0,
-        *,
-        publish: Callable[[RunEvent], None] | None = None,
-        before_each: Callable[[], int] | None = None,
-    ) -> None:
-        self.items: list[RunEvent] = []
-        self._offset = offset
-        self._publish = publish
-        self._before_each = before_each
-        self._held: RunEvent | None = None
-        self._behind_held: list[tuple[str, Callable[[], str], dict[str, Any]]] = []
-
-    def add(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> None:
-        if self._held is not None:
-            stamped = at()
-            self._behind_held.append((kind, lambda: stamped, data))
-            return
-        event = self._next(kind, at, data)
-        self.items.append(event)
-        if self._publish is not None:
-            self._publish(event)
-
-    def hold(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> RunEvent:
-        """Number an event as the next one but keep it back until :meth:`release`; events added meanwhile wait
-        behind it, so it keeps its number. The run's ``run_finished`` is held while its final commit and its
-        archive (which stores the event) are written: no client learns the run finished before they are."""
-        if self._held is not None:
-            raise RuntimeError(f"event {self._held.kind} is held already")
-        self._held = self._next(kind, at, data)
-        return self._held
-
-    def release(self) -> None:
-        """Publish the held event, then the events that waited behind it."""
-        held, waiting = self._held, self._behind_held
-        if held is None:
-            return
-        self._held, self._behind_held = None, []
-        self.items.append(held)
-        if self._publish is not None:
-            self._publish(held)
-        for kind, at, data in waiting:
-            self.add(kind, at, data)
-
-    def _next(self, kind: str, at: Callable[[], str], data: dict[str, Any]) -> RunEvent:
-        if self._before_each is not None:
-            self._offset += self._before_each()
-        return RunEvent(self._offset + len(self.items), kind, at(), data)
 
 
 class RunContext(ABC):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
@@ -43,12 +42,13 @@ _THREAD = ThreadRef("default", "t1")
 _FINISHED = {"seq": 0, "kind": "run_finished", "type": "run_finished", "at": "2026-12-03T00:00:00", "status": "ok"}
 
 
-def _close_input(state: ThreadState, *, expected_version: int = 0, view: dict[str, Any] | None = None) -> RunCloseInput:
-    commit = ThreadCommitInput(_THREAD, state, expected_version, "run-1")
+def _close_input(state: ThreadState) -> RunCloseInput:
+    """A first commit of ``state`` and an archive with no stream items but the held ``run_finished``."""
+    commit = ThreadCommitInput(_THREAD, state, 0, "run-1")
+    view = {"status": "completed"}
     archive = RunArchiveInput(
-        _THREAD, "run-1", "hartflow-t1", view or {"status": "completed"}, WorkflowStreamState(), 0,
-        held=HeldItem(PROGRESS_TOPIC, _FINISHED),
-    )  # fmt: skip
+        _THREAD, "run-1", "hartflow-t1", view, WorkflowStreamState(), 0, held=HeldItem(PROGRESS_TOPIC, _FINISHED)
+    )
     return RunCloseInput(commit, archive)
 
 

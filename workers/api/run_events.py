@@ -5,7 +5,7 @@ are gone) with ``GET …/runs/{run}/events?event_types=subagent.step&task_id=…
 JSON list of ``{thread_id, run_id, seq, event_type, category, content, metadata, created_at}``
 (``bytedance/deer-flow: frontend/src/core/tasks/api.ts``, ``steps.ts`` ``eventsToSteps``; the handler is
 ``backend/app/gateway/routers/thread_runs.py`` ``list_run_events``). The events are the run's own progress events
-(``middlewares/context.py`` ``RunEvent``), from its archive once its workflow chain closed
+(``middlewares/_run_events.py`` ``RunEvent``), from its archive once its workflow chain closed
 (``activities/run_archive.py``), from the open run's ``events`` query before (the events since its last
 continue-as-new). A run is one segment of its chain: the events from its start offset to the pause or end that
 closed it. Each is named as DeerFlow names it:
