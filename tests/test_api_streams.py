@@ -178,6 +178,7 @@ async def test_a_paused_run_survives_a_server_restart_and_another_server_resumes
 
             first.kill()
             first.start()  # the same port: clients that knew the server find it again
+            assert [line.startswith("API:") for line in first.stderr].count(True) == 2  # the new one is up
             sdk = get_client(url=first.url)
             thread = await sdk.threads.get(thread_id)
             assert thread["status"] == "interrupted" and list(thread["interrupts"].values()) == [interrupt]

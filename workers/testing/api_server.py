@@ -32,7 +32,6 @@ class ApiServer:
         self._port = port
         self.stderr: list[str] = []
         self._process: subprocess.Popen[str] | None = None
-        self._ready = threading.Event()
 
     @property
     def port(self) -> int:
@@ -50,7 +49,6 @@ class ApiServer:
 
     def start(self) -> ApiServer:
         env = {k: v for k, v in os.environ.items() if k != "TEMPORAL_ADDRESS" and not k.startswith("HARTFLOW_")}
-        self._ready.clear()
         self._process = subprocess.Popen(
             [sys.executable, "-m", "workers.cli", "serve", "--config", str(self.config_file), "--port", str(self.port)],
             stderr=subprocess.PIPE,
@@ -59,19 +57,22 @@ class ApiServer:
             env=env,
             cwd=Path(__file__).resolve().parents[2],
         )
-        threading.Thread(target=self._read, args=(self._process,), daemon=True).start()
-        if not self._ready.wait(_READY_TIMEOUT) or self._process.poll() is not None:
+        # Each process its own event: the reader of a killed one reaches its end of stderr whenever it does, and
+        # must not tell a restarted server's start() that the new one is up (it did: a client then found no one).
+        ready = threading.Event()
+        threading.Thread(target=self._read, args=(self._process, ready), daemon=True).start()
+        if not ready.wait(_READY_TIMEOUT) or self._process.poll() is not None:
             self.stop()
             raise RuntimeError("hartflow serve did not start:\n" + "".join(self.stderr[-30:]))
         return self
 
-    def _read(self, process: subprocess.Popen[str]) -> None:
+    def _read(self, process: subprocess.Popen[str], ready: threading.Event) -> None:
         assert process.stderr is not None
         for line in process.stderr:
             self.stderr.append(line)
             if line.startswith(f"API: {self.url}"):
-                self._ready.set()
-        self._ready.set()  # it exited: start() sees that
+                ready.set()
+        ready.set()  # it exited: start() sees that
 
     def kill(self) -> None:
         """SIGKILL: nothing gets to clean up, as when a machine dies."""
