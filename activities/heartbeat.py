@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import contextlib
+from collections.abc import Awaitable, Iterator
 from typing import TypeVar
 
 from temporalio import activity
@@ -11,21 +12,37 @@ from temporalio import activity
 T = TypeVar("T")
 
 
-async def heartbeating(work: Awaitable[T], interval: float) -> T:
-    """Await ``work``, heartbeating every ``interval`` seconds (at least twice per heartbeat timeout). Outside an
-    activity (a direct call in a test or a tool listing) it only awaits."""
+@contextlib.contextmanager
+def heartbeats(interval: float) -> Iterator[None]:
+    """Heartbeat every ``interval`` seconds (at least twice per heartbeat timeout) while the block runs, from a
+    timer of the event loop that re-arms itself. Outside an activity (a direct call in a test or a tool listing)
+    it does nothing.
+
+    A timer, not a task sleeping in a loop: a task costs the event loop a step to start, one per beat and one to
+    be cancelled, a turn's quick activities never live long enough to beat, and each step of a worker's loop
+    costs about what a floor turn spends per callback (``python -m bench.cpu_profile``). The timer runs in the
+    activity's context (``call_later`` copies it), which ``activity.heartbeat`` reads."""
     if not activity.in_activity():
-        return await work
+        yield
+        return
     if timeout := activity.info().heartbeat_timeout:
         interval = min(interval, timeout.total_seconds() / 2)
+    loop = asyncio.get_running_loop()
+    timer: asyncio.TimerHandle
 
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(interval)
-            activity.heartbeat()
+    def beat() -> None:
+        nonlocal timer
+        activity.heartbeat()
+        timer = loop.call_later(interval, beat)
 
-    beater = asyncio.create_task(beat())
+    timer = loop.call_later(interval, beat)
     try:
-        return await work
+        yield
     finally:
-        beater.cancel()
+        timer.cancel()
+
+
+async def heartbeating(work: Awaitable[T], interval: float) -> T:
+    """Await ``work`` within :func:`heartbeats`."""
+    with heartbeats(interval):
+        return await work

@@ -23,6 +23,7 @@ that would carry a resolved secret is scrubbed before it leaves the activity.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -36,7 +37,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.contract import implements
-from activities.heartbeat import heartbeating
+from activities.heartbeat import heartbeats
 from activities.live_tokens import TokenBatcher, drop_folded_calls, stream_answer
 from activities.llm_errors import retry_message, to_application_error
 from activities.models import CallCoordinates, InvalidModelSpecError, build_chat_model
@@ -88,15 +89,18 @@ class ModelActivities:
     async def invoke(self, input: ModelCallInput) -> AIMessage:
         """Call the model named by ``input.model`` once; the returned message always has an ``id``."""
         info = activity.info()
-        if input.breaker_gate and self._breaker_closed is not None and not await self._breaker_closed(input.model):
-            raise ApplicationError(
-                f"the circuit breaker of {input.model} is not closed: the run checks it before calling",
-                type=NOT_CLOSED_ERROR,
-                non_retryable=True,
-            )
-        with model_span(input.model, purpose=input.purpose, attempt=info.attempt) as span:
-            message = await self._invoke(input, info)
-            record_usage(span, message.usage_metadata)
+        # One heartbeat for the whole call: reading the request (a first request on a long thread may read
+        # thousands of blobs), the provider's answer, and storing what the request brought.
+        with heartbeats(_heartbeat_interval(info)):
+            if input.breaker_gate and self._breaker_closed is not None and not await self._breaker_closed(input.model):
+                raise ApplicationError(
+                    f"the circuit breaker of {input.model} is not closed: the run checks it before calling",
+                    type=NOT_CLOSED_ERROR,
+                    non_retryable=True,
+                )
+            with model_span(input.model, purpose=input.purpose, attempt=info.attempt) as span:
+                message = await self._invoke(input, info)
+                record_usage(span, message.usage_metadata)
         return message
 
     async def _invoke(self, input: ModelCallInput, info: activity.Info) -> AIMessage:
@@ -114,7 +118,7 @@ class ModelActivities:
             runnable: Runnable[LanguageModelInput, AIMessage] = model.bind_tools(tools) if tools else model
             streamed = self._live(input, info, model)
             answer = runnable.ainvoke(messages) if streamed is None else stream_answer(runnable, messages, streamed)
-            message = await heartbeating(answer, _heartbeat_interval(info))
+            message = await answer
         except (ScriptExhaustedError, ScriptError, InvalidModelSpecError, ModelConfigError) as exc:
             raise ApplicationError(str(exc), type=type(exc).__name__, non_retryable=True) from exc
         except Exception as exc:
@@ -137,7 +141,7 @@ class ModelActivities:
             message.id = f"run-{uuid.uuid4()}"
         if storing is not None:
             # The next request names what this one stored: the answer waits until it is in the store.
-            await heartbeating(storing, _heartbeat_interval(info))
+            await storing
         return message
 
     def _live(self, input: ModelCallInput, info: activity.Info, model: BaseChatModel) -> TokenBatcher | None:
@@ -160,9 +164,9 @@ class ModelActivities:
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
         return task
 
-    async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble, asyncio.Task[None] | None]:
+    async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble, asyncio.Future[None] | None]:
         """The request's messages, system message and tools: inline, or resolved from the thread's blobs (a
-        storage outage is retried; a reference that does not add up is not). With a reference, also the task
+        storage outage is retried; a reference that does not add up is not). With a reference, also the future
         storing the blobs it brings: it runs beside the model call (on S3 a turn's writes are round trips)."""
         if input.transcript is None:
             return list(input.messages), (input.system_message, input.tools), None
@@ -176,15 +180,21 @@ class ModelActivities:
             return messages, preamble
 
         try:
-            # Heartbeating: a first request on a long thread may write thousands of message blobs.
-            # A storage outage is waited out here: a failed attempt would spend the model's retry budget.
-            resolving = asyncio.to_thread(wait_out_outage, resolve, what="reading the request's messages")
-            messages, preamble = await heartbeating(resolving, _heartbeat_interval(activity.info()))
+            # The usual turn's request is resolved from what this process holds; otherwise it reads the store,
+            # on a thread, an outage waited out there (a failed attempt would spend the model's retry budget).
+            resolved = transcripts.from_memory(ref, resolve)
+            if resolved is None:
+                resolved = await asyncio.to_thread(wait_out_outage, resolve, what="reading the request's messages")
+            messages, preamble = resolved
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
         store = functools.partial(transcripts.store, ref)
-        storing = asyncio.to_thread(wait_out_outage, store, what="storing the request's messages")
-        return messages, preamble, self._in_background(storing)
+        storing = functools.partial(wait_out_outage, store, what="storing the request's messages")
+        # An executor's future, not a task around ``to_thread``: the same thread, two event-loop steps fewer.
+        stored = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, storing)
+        # Nobody awaits it when the model call failed first: its own failure is then not worth a log line.
+        stored.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return messages, preamble, stored
 
 
 def live_message_id(info: activity.Info) -> str:

@@ -17,6 +17,7 @@ does not add up fails the call instead of sending the model a different conversa
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import posixpath
 import threading
@@ -47,13 +48,22 @@ _LISTED_IDS = 1_000_000
 _PARSED_PREAMBLES = 256
 _MAX_LINKS = 4 * FULL_MANIFEST_EVERY
 _WRITERS = 16
+_MEMORY_ONLY_BODIES = 8
+"""A reference carrying more new bodies (a run's first request on a long thread) is resolved on a thread: checking
+and parsing them would hold the event loop."""
 
+T = TypeVar("T")
 V = TypeVar("V")
+_memory_only: contextvars.ContextVar[bool] = contextvars.ContextVar("transcripts_memory_only", default=False)
 Preamble = tuple[SystemMessage | None, list[dict[str, Any]]]
 
 
 class TranscriptError(Exception):
     """A reference names a blob the store does not have, or does not match its digest."""
+
+
+class _NotInMemory(Exception):
+    """Resolving needs the store: a blob this process neither holds nor wrote."""
 
 
 def thread_blob_prefix(thread: ThreadRef) -> str:
@@ -107,6 +117,21 @@ class TranscriptStore:
         self._scope = store.describe() + "|"
         # Long-lived threads, so the S3 store's per-thread clients are built once, not per request.
         self._writers = ThreadPoolExecutor(max_workers=_WRITERS, thread_name_prefix="transcript-writer")
+
+    def from_memory(self, ref: TranscriptRef, resolve: Callable[[], T]) -> T | None:
+        """``resolve()`` (:meth:`messages`, :meth:`preamble` of ``ref``) when it reads no blob this process does
+        not hold and writes none it did not write already: the usual turn, on the worker that ran the turn before,
+        which then costs no thread. ``None`` when it would reach the store, or ``ref`` brings many new bodies:
+        call it where blocking is fine."""
+        if len(ref.bodies) > _MEMORY_ONLY_BODIES:
+            return None
+        token = _memory_only.set(True)
+        try:
+            return resolve()
+        except _NotInMemory:
+            return None
+        finally:
+            _memory_only.reset(token)
 
     def resolve(self, ref: TranscriptRef) -> list[BaseMessage]:
         """The reference's messages in order, its new bodies and manifest stored."""
@@ -223,6 +248,8 @@ class TranscriptStore:
         cached = self._cache.get(self._scope + key)
         if cached is not None:
             return cached
+        if _memory_only.get():
+            raise _NotInMemory(key)
         data = self._store.get(key)
         if data is None:
             raise TranscriptError(f"blob {key} is missing from {self._store.describe()}")
@@ -236,6 +263,8 @@ class TranscriptStore:
     def _write(self, key: str, text: str) -> None:
         if self._cache.get(self._scope + key) is not None:
             return  # this process wrote or read it already: it is in the store
+        if _memory_only.get():
+            raise _NotInMemory(key)
         with contextlib.suppress(ObjectExistsError):
             self._store.put(key, text.encode("utf-8"), if_absent=True)
         self._cache.put(self._scope + key, text)

@@ -145,6 +145,57 @@ def test_the_system_message_and_tools_go_once_by_hash_and_resolve_on_a_cold_work
         TranscriptStore(store).preamble(forged)
 
 
+class CountingStore(FilesystemObjectStore):
+    """Counts the reads and writes that reach the store."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.touched: list[str] = []
+
+    def get(self, key: str) -> bytes | None:
+        self.touched.append(f"get {key}")
+        return super().get(key)
+
+    def put(self, key: str, data: bytes, *, if_absent: bool = False) -> None:
+        self.touched.append(f"put {key}")
+        super().put(key, data, if_absent=if_absent)
+
+
+def test_the_usual_turn_resolves_from_memory_and_anything_else_is_left_to_the_store(tmp_path: Path) -> None:
+    """The model activity resolves a request on the event loop only when it needs nothing from the store (no
+    thread for the usual turn); what it would read or write, or a request bringing many bodies, goes to a thread."""
+    store = CountingStore(tmp_path)
+    worker = TranscriptStore(store)
+    preamble = preamble_json(SystemMessage("sys"), [])
+    messages: list[Any] = [HumanMessage("hi", id="h1")]
+    ref, cursor = TranscriptCursor().reference(THREAD, messages, preamble=preamble)
+    # The first request writes its preamble: not from memory.
+    assert worker.from_memory(ref, lambda: (worker.messages(ref), worker.preamble(ref))) is None
+    assert store.touched == []
+    worker.resolve(ref)
+    worker.preamble(ref)
+
+    messages = [*messages, AIMessage("a", id="a1"), HumanMessage("more", id="h2")]
+    ref2, cursor = cursor.reference(THREAD, messages, preamble=preamble)
+    store.touched.clear()
+    resolved = worker.from_memory(ref2, lambda: (worker.messages(ref2), worker.preamble(ref2)))
+    assert resolved == (messages, (SystemMessage("sys"), [])) and store.touched == []
+
+    # Another worker holds none of it: it would read the base manifest, so the store is left to a thread.
+    other = TranscriptStore(store)
+    assert other.from_memory(ref2, lambda: other.messages(ref2)) is None and store.touched == []
+    assert other.messages(ref2) == messages
+
+    # A request bringing many new bodies (a run's first on a long thread) is not checked on the event loop.
+    long = [*messages, *(HumanMessage(f"m{n}", id=f"m{n}") for n in range(20))]
+    ref3, _ = cursor.reference(THREAD, long, preamble=preamble)
+    assert worker.from_memory(ref3, lambda: worker.messages(ref3)) is None
+    # A reference that does not add up is refused from memory as from the store.
+    forged = ref2.__class__(**{**ref2.__dict__, "digest": "0" * 64})
+    with pytest.raises(TranscriptError, match="do not add up"):
+        worker.from_memory(forged, lambda: worker.messages(forged))
+
+
 def test_manifests_are_deltas_chained_to_a_periodic_full_one_and_a_cold_read_follows_the_chain(
     tmp_path: Path,
 ) -> None:
