@@ -19,9 +19,9 @@ def heartbeats(interval: float) -> Iterator[None]:
     it does nothing.
 
     A timer, not a task sleeping in a loop: a task costs the event loop a step to start, one per beat and one to
-    be cancelled, a turn's quick activities never live long enough to beat, and each step of a worker's loop
-    costs about what a floor turn spends per callback (``python -m bench.cpu_profile``). The timer runs in the
-    activity's context (``call_later`` copies it), which ``activity.heartbeat`` reads."""
+    be cancelled, while a turn's quick activities never live long enough to beat (``python -m bench.loop_steps``
+    counts a turn's steps). The timer runs in the activity's context (``call_later`` copies it), which
+    ``activity.heartbeat`` reads."""
     if not activity.in_activity():
         yield
         return
