@@ -109,12 +109,30 @@ def test_cpu_profile_puts_each_sample_in_the_first_category_its_stack_matches() 
     ]
     samples = summarise(lines)
     assert samples == {
-        "workflow: hartflow code (workflows/, middlewares/, vocabulary/)": 7,
+        "workflow: its own code (hartflow: workflows/, middlewares/, vocabulary/)": 7,
         "workflow: SDK serialization-context lookups": 3,
         "workflow: SDK activation (the workflow instance's event loop)": 4,
         "tool.execute": 2,
         "startup: imports, building the worker": 5,
         "other: event loop, bridge polls": 1,
+    }
+
+
+def test_cpu_profile_puts_the_floors_samples_in_the_rows_of_hartflows_matching_work() -> None:
+    """``--floor``: the floor's workflow and its two activities land in the rows hartflow's own fill."""
+    activation = "_WorkflowInstanceImpl.activate (temporalio/worker/_workflow_instance.py:1)"
+    activity = "_ActivityWorker._run (temporalio/worker/_activity.py:6)"
+    samples = summarise(
+        [
+            f"{activation};FloorWorkflow.run (bench/floor.py:60) 3",
+            f"{activity};FloorActivities.model (bench/floor.py:47) 2",
+            f"{activity};FloorActivities.tool (bench/floor.py:51) 1",
+        ]
+    )
+    assert samples == {
+        "workflow: its own code (hartflow: workflows/, middlewares/, vocabulary/)": 3,
+        "model.invoke: the model call (scripted, langchain)": 2,
+        "tool.execute": 1,
     }
 
 

@@ -125,6 +125,10 @@ class Clients:
         while (await self.view(thread_id)).status not in ("cancelled", "completed", "error"):
             code = await self.cli("cancel", thread_id)
             if code == EXIT_BAD_INPUT:
+                # "No active run" is right when the run closed after the look above: a cancel that reached the
+                # server just before it went down (exit 1) ends the run while the next cancel's process starts.
+                if (await self.view(thread_id)).status in ("cancelled", "completed", "error"):
+                    return
                 self.problems.append(f"{thread_id}: hartflow cancel refused the running run (exit 2)")
                 return
             if code == EXIT_OK:
