@@ -104,7 +104,8 @@ class _Lru(Generic[V]):
 
 
 class TranscriptStore:
-    """Blob reads and writes for :class:`TranscriptRef` (sync: the model activity runs it in a thread)."""
+    """Blob reads and writes for :class:`TranscriptRef` (sync: the model activity runs it in a thread, or on its
+    event loop when :meth:`from_memory` finds it needs no store)."""
 
     def __init__(self, store: ObjectStore, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self._store = store
