@@ -26,9 +26,8 @@ import asyncio
 import contextvars
 import functools
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
@@ -82,7 +81,6 @@ class ModelActivities:
         self._transcripts = TranscriptStore(store) if store is not None else None
         self._store = store
         self._stream_tokens = stream_tokens
-        self._background: set[asyncio.Task[None]] = set()
         self._catalog = ModelCatalog(models, environ)
 
     @implements(MODEL_INVOKE)
@@ -152,17 +150,8 @@ class ModelActivities:
         if type(model)._astream is BaseChatModel._astream:
             return None
         store, live = self._store, input.live
-        self._in_background(asyncio.to_thread(drop_folded_calls, store, live))
+        _beside_the_call(functools.partial(drop_folded_calls, store, live))
         return TokenBatcher(store, live, info.attempt, live_message_id(info))
-
-    def _in_background(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """``work`` as a task this object keeps until it is done; its failure is logged by whoever awaits it, or
-        dropped when nobody does (a call that failed first)."""
-        task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-        task.add_done_callback(lambda done: done.cancelled() or done.exception())
-        return task
 
     async def _request(self, input: ModelCallInput) -> tuple[list[BaseMessage], Preamble, asyncio.Future[None] | None]:
         """The request's messages, system message and tools: inline, or resolved from the thread's blobs (a
@@ -189,12 +178,17 @@ class ModelActivities:
         except TranscriptError as exc:
             raise ApplicationError(str(exc), type="TranscriptError", non_retryable=True) from exc
         store = functools.partial(transcripts.store, ref)
-        storing = functools.partial(wait_out_outage, store, what="storing the request's messages")
-        # An executor's future, not a task around ``to_thread``: the same thread, two event-loop steps fewer.
-        stored = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, storing)
-        # Nobody awaits it when the model call failed first: its own failure is then not worth a log line.
-        stored.add_done_callback(lambda done: done.cancelled() or done.exception())
+        stored = _beside_the_call(functools.partial(wait_out_outage, store, what="storing the request's messages"))
         return messages, preamble, stored
+
+
+def _beside_the_call(work: Callable[[], None]) -> asyncio.Future[None]:
+    """``work`` on a thread (in this context, as ``to_thread`` runs it) while the call goes on. Its failure is
+    raised to whoever awaits the future, and dropped when nobody does (a call that failed first). An executor's
+    future, not a task around ``to_thread``: the same thread, two event-loop steps fewer."""
+    future = asyncio.get_running_loop().run_in_executor(None, contextvars.copy_context().run, work)
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return future
 
 
 def live_message_id(info: activity.Info) -> str:
