@@ -35,7 +35,7 @@ def _has(*needles: str) -> Callable[[Stack], bool]:
 def _in_workflow_code(frames: Stack) -> bool:
     """hartflow's workflow packages, or the floor's workflow (``bench/floor.py``)."""
     return _has("_WorkflowInstanceImpl.activate")(frames) and any(
-        f"({package}/" in frame or "FloorWorkflow." in frame for frame in frames for package in _OWN_PACKAGES
+        "FloorWorkflow." in frame or any(f"({package}/" in frame for package in _OWN_PACKAGES) for frame in frames
     )
 
 

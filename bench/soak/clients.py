@@ -31,7 +31,8 @@ from workflows.run import RunView
 
 MODES = ["values", "messages-tuple", "updates", "custom"]
 POLL_SECONDS = 0.25
-SETTLED = ("awaiting_input", "completed", "cancelled", "error")
+ENDED = ("completed", "cancelled", "error")
+SETTLED = ("awaiting_input", *ENDED)
 CLI_TIMEOUT = 900.0
 
 
@@ -122,12 +123,12 @@ class Clients:
             except Exception:  # the server is down: look again once it is back
                 pass
             await asyncio.sleep(POLL_SECONDS)
-        while (await self.view(thread_id)).status not in ("cancelled", "completed", "error"):
+        while (await self.view(thread_id)).status not in ENDED:
             code = await self.cli("cancel", thread_id)
             if code == EXIT_BAD_INPUT:
                 # "No active run" is right when the run closed after the look above: a cancel that reached the
                 # server just before it went down (exit 1) ends the run while the next cancel's process starts.
-                if (await self.view(thread_id)).status in ("cancelled", "completed", "error"):
+                if (await self.view(thread_id)).status in ENDED:
                     return
                 self.problems.append(f"{thread_id}: hartflow cancel refused the running run (exit 2)")
                 return
