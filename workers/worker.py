@@ -85,8 +85,8 @@ def workflow_runner() -> UnsandboxedWorkflowRunner:
     (vocabulary/, workflows/, middlewares/) had to be passed through it (re-imported for every run they cost
     ~0.5 s of CPU and ~5 MB per run: 20 runs started together took 3x as long, ``bench/throughput.py``), and
     passed-through code is not checked at run time: the sandbox guarded none of our code and still cost ~3.5 ms
-    of CPU a turn in its serialization-context lookups alone (``python -m bench.cpu_profile``; README,
-    Benchmarks). What guards determinism instead is ``workers/determinism.py``: the tests apply it to our
+    of CPU a turn in its serialization-context lookups alone (``python -m bench.cpu_profile``;
+    docs/performance.md). What guards determinism instead is ``workers/determinism.py``: the tests apply it to our
     workflow code, the worker to every ``run.extensions`` module before it starts; and the replay tests replay
     committed histories."""
     return UnsandboxedWorkflowRunner()
