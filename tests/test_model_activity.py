@@ -334,6 +334,24 @@ def test_openai_spec_builds_chat_openai_without_sdk_retries(monkeypatch: pytest.
     assert model.max_retries == 0  # type: ignore[attr-defined]
 
 
+def test_openai_spec_builds_one_model_per_name_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls share the built ``ChatOpenAI`` (building one costs more CPU than a scripted turn's whole model call);
+    a changed ``OPENAI_*`` variable is read, as it was when every call built its own."""
+    pytest.importorskip("langchain_openai")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    call = CallCoordinates(purpose="agent", call_index=0, attempt=1)
+
+    first = build_chat_model("openai:gpt-4o-mini", call)
+    assert build_chat_model("openai:gpt-4o-mini", CallCoordinates(purpose="title", call_index=3, attempt=2)) is first
+    assert build_chat_model("openai:gpt-4o", call) is not first
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:10/v1")
+    moved = build_chat_model("openai:gpt-4o-mini", call)
+    assert moved is not first
+    assert str(moved.root_async_client.base_url) == "http://127.0.0.1:10/v1/"  # type: ignore[attr-defined]
+
+
 def test_openai_spec_without_api_key_is_a_spec_error(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("langchain_openai")
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
