@@ -30,7 +30,7 @@ from bench.soak.scenarios import Scenario, state_problems
 from vocabulary.contracts import SANDBOX_ACQUIRE, SANDBOX_RELEASE, TOOL_EXECUTE
 from vocabulary.workflow_ids import run_workflow_id
 from workers.payloads import data_converter_for
-from workers.testing.history import scheduled_activities
+from workers.testing.history import no_garbage_collection, scheduled_activities
 from workers.worker import WORKFLOWS, workflow_runner
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -97,19 +97,20 @@ async def replay_and_sandboxes(clients: Clients) -> tuple[list[str], list[str], 
     )  # fmt: skip
     replay, sandbox = [], []
     releases = clients.deployment.config.sandbox.provider != "local" or LocalSandboxProvider.needs_release
-    for history in histories:
-        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
-        if result.replay_failure is not None:
-            replay.append(f"{history.workflow_id}: {result.replay_failure}")
-        names = [name for name, _ in scheduled_activities(list(history.events))]
-        # A sandbox is acquired eagerly (sandbox.acquire) or by the first tool call; after_agent releases it where
-        # its provider holds something (the local one holds nothing: its leftovers are processes, checked below).
-        uses = [index for index, name in enumerate(names) if name in (SANDBOX_ACQUIRE, TOOL_EXECUTE)]
-        if releases and uses and SANDBOX_RELEASE not in names[uses[0] :]:
-            sandbox.append(f"{history.workflow_id}: used a sandbox and never released it")
-        closed = history.events[-1].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
-        if not closed:
-            sandbox.append(f"{history.workflow_id}: its history has not closed")
+    with no_garbage_collection():  # one collection before them all: a big heap takes a while
+        for history in histories:
+            result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+            if result.replay_failure is not None:
+                replay.append(f"{history.workflow_id}: {result.replay_failure}")
+            names = [name for name, _ in scheduled_activities(list(history.events))]
+            # A sandbox is acquired eagerly (sandbox.acquire) or by the first tool call; after_agent releases it where
+            # its provider holds something (the local one holds nothing: its leftovers are processes, checked below).
+            uses = [index for index, name in enumerate(names) if name in (SANDBOX_ACQUIRE, TOOL_EXECUTE)]
+            if releases and uses and SANDBOX_RELEASE not in names[uses[0] :]:
+                sandbox.append(f"{history.workflow_id}: used a sandbox and never released it")
+            closed = history.events[-1].event_type != EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED
+            if not closed:
+                sandbox.append(f"{history.workflow_id}: its history has not closed")
     sandbox += leftover_processes(clients.deployment.directory)
     return replay, sandbox, len(histories)
 

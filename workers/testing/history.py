@@ -4,6 +4,8 @@ carries (the payload tests, ``bench/history_size.py``), and a replay against the
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import itertools
 import json
 from collections.abc import Iterator
@@ -170,4 +172,26 @@ async def replay(client: Client, handle: WorkflowHandle[Any, Any]) -> None:
     replayer = Replayer(
         workflows=list(WORKFLOWS), data_converter=client.data_converter, workflow_runner=workflow_runner()
     )
-    await replayer.replay_workflow(await handle.fetch_history())
+    history = await handle.fetch_history()
+    with no_garbage_collection():
+        await replayer.replay_workflow(history)
+
+
+@contextlib.contextmanager
+def no_garbage_collection() -> Iterator[None]:
+    """Collect garbage now, on the calling thread, and none while the block replays histories.
+
+    The SDK fails an activation that has not yielded within 2 s of wall time as a deadlock (TMPRL1101), and the
+    interpreter runs a due collection, with every finalizer it calls, on whichever thread allocates: a replay's
+    workflow thread too. In a test process that has run a thousand tests, on a machine the soak's servers still
+    share, one such collection held that thread past 2 s (a clean-clone CI run: the detector's interrupt landed in
+    a leaked asyncio transport's ``__del__``), and a history that replays was reported as a deadlock. A replay
+    check judges determinism; the detector still catches workflow code that blocks."""
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
