@@ -170,6 +170,21 @@ def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
     assert any(line.startswith("hartflow: ") for line in lines) and any(line.startswith("floor: ") for line in lines)
 
 
+def test_gc_pauses_times_the_collections_of_a_frozen_worker_process() -> None:
+    process = subprocess.run(
+        [sys.executable, "-m", "bench.gc_pauses", "--turns", "2", "--freeze"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    lines = process.stdout.splitlines()
+    assert lines[0].startswith("Garbage collections over 4 turns") and int(lines[0].split(", ")[1].split()[0]) > 0
+    assert "| generation | collections | ms in all | longest, ms | ms a turn |" in lines
+    assert any(line.startswith("| all | ") for line in lines)
+
+
 def test_merge_cost_times_a_merge_per_size(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["merge_cost", "--sizes", "4,10", "--number", "3"])
     merge_cost.main()
