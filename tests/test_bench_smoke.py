@@ -152,16 +152,15 @@ def test_cpu_profile_charges_workflow_code_to_its_innermost_hartflow_function() 
 
 
 @pytest.mark.timeout(300)
-def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
-    process = subprocess.run(
-        [sys.executable, "-m", "bench.breakdown", "--turns", "2"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
+def _bench_module(*args: str) -> list[str]:
+    """The output lines of ``python -m ARGS`` run from the repository; it must succeed."""
+    process = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=280)
     assert process.returncode == 0, process.stderr[-3000:]
-    lines = process.stdout.splitlines()
+    return process.stdout.splitlines()
+
+
+def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
+    lines = _bench_module("bench.breakdown", "--turns", "2")
     assert "| where | hartflow ms/turn | count/turn | floor ms/turn | count/turn |" in lines
     rows = {line.split(" | ")[0].removeprefix("| "): line for line in lines if line.startswith("| ")}
     # The floor's activities share the rows of hartflow's model and tool activities; its own steps are blank.
@@ -171,15 +170,7 @@ def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
 
 
 def test_gc_pauses_times_the_collections_of_a_frozen_worker_process() -> None:
-    process = subprocess.run(
-        [sys.executable, "-m", "bench.gc_pauses", "--turns", "2", "--freeze"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
-    lines = process.stdout.splitlines()
+    lines = _bench_module("bench.gc_pauses", "--turns", "2", "--freeze")
     assert lines[0].startswith("Garbage collections over 4 turns") and int(lines[0].split(", ")[1].split()[0]) > 0
     assert "| generation | collections | ms in all | longest, ms | ms a turn |" in lines
     assert any(line.startswith("| all | ") for line in lines)
