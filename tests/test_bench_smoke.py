@@ -151,7 +151,6 @@ def test_cpu_profile_charges_workflow_code_to_its_innermost_hartflow_function() 
     }
 
 
-@pytest.mark.timeout(300)
 def _bench_module(*args: str) -> list[str]:
     """The output lines of ``python -m ARGS`` run from the repository; it must succeed."""
     process = subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=280)
@@ -159,6 +158,7 @@ def _bench_module(*args: str) -> list[str]:
     return process.stdout.splitlines()
 
 
+@pytest.mark.timeout(300)
 def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
     lines = _bench_module("bench.breakdown", "--turns", "2")
     assert "| where | hartflow ms/turn | count/turn | floor ms/turn | count/turn |" in lines
@@ -169,6 +169,7 @@ def test_breakdown_shows_hartflow_and_the_floor_side_by_side() -> None:
     assert any(line.startswith("hartflow: ") for line in lines) and any(line.startswith("floor: ") for line in lines)
 
 
+@pytest.mark.timeout(300)
 def test_gc_pauses_times_the_collections_of_a_frozen_worker_process() -> None:
     lines = _bench_module("bench.gc_pauses", "--turns", "2", "--freeze")
     assert lines[0].startswith("Garbage collections over 4 turns") and int(lines[0].split(", ")[1].split()[0]) > 0
